@@ -1,0 +1,140 @@
+"""HiPPO matrices and their structured (normal / diagonal-plus-low-rank) forms.
+
+Everything here is float64 NumPy: these are fixed initialisations computed once, and the
+float64 versions are the references the JAX code is tested against.
+
+Notation (see the book's notation table): ``N`` state size, state indices ``n, k``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import check_positive_int
+
+__all__ = ["legs", "legt", "normal_legs", "dplr_legs", "legs_basis"]
+
+
+def legs(N: int) -> tuple[np.ndarray, np.ndarray]:
+    """HiPPO-LegS (scaled Legendre measure), the "HiPPO matrix" of S4.
+
+    ``A[n, k] = -sqrt(2n+1) sqrt(2k+1)`` for n > k, ``-(n+1)`` on the diagonal, 0 above;
+    ``B[n] = sqrt(2n+1)``.
+
+    Returns:
+        A: (N, N) float64, lower triangular.
+        B: (N,) float64.
+    """
+    N = check_positive_int("N", N)
+    q = np.sqrt(2.0 * np.arange(N) + 1.0)
+    A = -np.tril(np.outer(q, q), k=-1) - np.diag(np.arange(N) + 1.0)
+    return A, q.copy()
+
+
+def legt(N: int, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """HiPPO-LegT (translated Legendre measure): memory of a sliding window of length theta.
+
+    This is the Legendre Memory Unit form of the HiPPO paper:
+    ``A[n, k] = (2n+1)/theta · (-1 if n < k else (-1)^(n-k+1))``,
+    ``B[n] = (2n+1) (-1)^n / theta``. The state reconstructs the last ``theta`` time
+    units of the input: ``u(t - s) ≈ Σ_n x_n(t) P_n(2s/theta - 1)`` for ``0 ≤ s ≤ theta``,
+    ``P_n`` the Legendre polynomials.
+
+    Returns:
+        A: (N, N) float64.
+        B: (N,) float64.
+    """
+    N = check_positive_int("N", N)
+    if not (np.isfinite(theta) and theta > 0):
+        raise ValueError(f"theta must be finite and > 0; got {theta!r}.")
+    q = np.arange(N, dtype=np.float64)
+    r = 2.0 * q + 1.0
+    n, k = np.meshgrid(q, q, indexing="ij")
+    A = np.where(n < k, -1.0, (-1.0) ** (n - k + 1)) * r[:, None] / theta
+    B = (-1.0) ** q * r / theta
+    return A, B
+
+
+def legs_basis(N: int, t: np.ndarray) -> np.ndarray:
+    """Closed form of the LegS basis ``e^{tA} B``: ``sqrt(2n+1) P_n(2e^{-t} - 1) e^{-t}``.
+
+    Args:
+        N: number of basis functions.
+        t: (T,) times >= 0.
+
+    Returns:
+        (N, T) float64: row n is basis function n.
+    """
+    N = check_positive_int("N", N)
+    t = np.asarray(t, dtype=np.float64)
+    z = 2.0 * np.exp(-t) - 1.0
+    # Legendre polynomials by their three-term recurrence (stable on [-1, 1]).
+    P = np.empty((N,) + t.shape)
+    P[0] = 1.0
+    if N > 1:
+        P[1] = z
+    for n in range(1, N - 1):
+        P[n + 1] = ((2 * n + 1) * z * P[n] - n * P[n - 1]) / (n + 1)
+    return np.sqrt(2.0 * np.arange(N) + 1.0)[:, None] * P * np.exp(-t)
+
+
+def normal_legs(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The normal-plus-low-rank split of LegS (S4, Theorem 1): ``A = A_normal - P Pᵀ``.
+
+    ``A_normal = -I/2 + S`` with ``S`` skew-symmetric (HiPPO-N, the "skew-HiPPO" of DSS),
+    ``P[n] = sqrt(n + 1/2)``.
+
+    Returns:
+        A_normal: (N, N) float64.
+        P: (N,) float64.
+        B: (N,) float64, LegS's B.
+    """
+    N = check_positive_int("N", N)
+    p = np.sqrt(np.arange(N) + 0.5)
+    outer = np.outer(p, p)
+    S = np.triu(outer, k=1) - np.tril(outer, k=-1)
+    A_normal = -0.5 * np.eye(N) + S
+    _, B = legs(N)
+    return A_normal, p, B
+
+
+def dplr_legs(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Diagonal-plus-low-rank form of LegS: ``A = V (diag(Λ) - P̃ P̃*) V*``.
+
+    ``A_normal`` is diagonalised stably through the Hermitian matrix ``-i S``: its
+    eigenvectors ``V`` are unitary, and every eigenvalue of ``A_normal`` is ``-1/2 + iμ``.
+
+    Ordering: for even N the first N/2 entries have Im(Λ) > 0, sorted by decreasing
+    imaginary part, and entry ``n + N/2`` is the complex conjugate of entry ``n`` (the
+    columns of V too). A caller keeps one of each pair with ``[: N // 2]``. For odd N the
+    one real eigenvalue (-1/2) comes last.
+
+    Returns:
+        Lambda: (N,) complex128 eigenvalues of A_normal.
+        P: (N,) complex128, ``V* P``.
+        B: (N,) complex128, ``V* B``.
+        V: (N, N) complex128 unitary eigenvectors.
+    """
+    N = check_positive_int("N", N)
+    A_normal, p, b = normal_legs(N)
+    S = A_normal + 0.5 * np.eye(N)
+    mu, vectors = np.linalg.eigh(-1j * S)
+    # -iS is Hermitian with purely imaginary entries, so its spectrum is symmetric (μ, -μ)
+    # with conjugate eigenvectors. Keep the μ > 0 half and build the other half by
+    # conjugation: then pairs are exact conjugates, not just up to eigensolver phases.
+    order = np.argsort(-mu)
+    half = N // 2
+    top = order[:half]
+    V_half = vectors[:, top]
+    mu_half = mu[top]
+    columns = [V_half, V_half.conj()]
+    eigenvalues = [-0.5 + 1j * mu_half, -0.5 - 1j * mu_half]
+    if N % 2:
+        null = vectors[:, order[half]]
+        # Rotate the null vector so that it is real (S is real, so a real one exists).
+        null = null * np.exp(-1j * np.angle(null[np.argmax(np.abs(null))]))
+        columns.append(null[:, None])
+        eigenvalues.append(np.array([-0.5 + 0j]))
+    V = np.concatenate(columns, axis=1)
+    Lambda = np.concatenate(eigenvalues)
+    return Lambda, V.conj().T @ p, V.conj().T @ b, V

@@ -1,0 +1,53 @@
+"""Plain float64 references the fast code is tested against: NumPy/SciPy only, no JAX,
+written for clarity, not speed."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+
+def discretize_dense(A, B, step, method):
+    """Dense float64 discretisation (A (N, N), B (N,) or (N, M), scalar step)."""
+    A = np.asarray(A, dtype=np.result_type(A, np.float64))
+    B = np.asarray(B, dtype=np.result_type(B, np.float64))
+    N = A.shape[0]
+    eye = np.eye(N)
+    if method == "euler":
+        return eye + step * A, step * B
+    if method == "bilinear":
+        left = eye - step / 2 * A
+        return np.linalg.solve(left, eye + step / 2 * A), np.linalg.solve(left, step * B)
+    if method == "zoh":
+        A_bar = scipy.linalg.expm(step * A)
+        return A_bar, np.linalg.solve(A, (A_bar - eye) @ B)
+    raise ValueError(method)
+
+
+def direct_causal_conv(u, K):
+    """y_ℓ = Σ_{j≤ℓ} K_j u_{ℓ-j} by direct summation, over the last axis."""
+    u = np.asarray(u, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    L = u.shape[-1]
+    y = np.zeros(np.broadcast_shapes(u.shape, K.shape))
+    for ell in range(L):
+        y[..., ell] = np.sum(K[..., : ell + 1] * u[..., ell::-1], axis=-1)
+    return y
+
+
+def recurrence(A_bar, B_bar, C, u, D=0.0):
+    """y_ℓ = C x_ℓ + D u_ℓ with x_ℓ = Ā x_{ℓ-1} + B̄ u_ℓ, x_{-1} = 0 (SISO, dense or diagonal Ā)."""
+    A_bar, B_bar, C = (np.asarray(a, dtype=np.result_type(a, np.float64)) for a in (A_bar, B_bar, C))
+    x = np.zeros(B_bar.shape, dtype=np.result_type(A_bar, B_bar, C))
+    y = []
+    for u_l in np.asarray(u, dtype=np.float64):
+        x = (A_bar @ x if A_bar.ndim == 2 else A_bar * x) + B_bar * u_l
+        y.append(C @ x + D * u_l)
+    return np.array(y)
+
+
+def relative_error(actual, expected) -> float:
+    """max |actual - expected| / max |expected|: the error measure used across the tests."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    return float(np.max(np.abs(actual - expected)) / np.max(np.abs(expected)))
