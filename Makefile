@@ -6,7 +6,6 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
 .PHONY: book test execute venv clean

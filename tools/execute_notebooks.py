@@ -9,7 +9,6 @@ Widget state is stored too, and each chapter's wall time is printed, so the
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 import time
@@ -39,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=pathlib.Path)
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed per cell")
     args = parser.parse_args(argv)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     for path in args.notebooks:
         elapsed = execute(path, args.timeout)
         print(f"{path}: executed in {elapsed:.1f} s", flush=True)

@@ -1,0 +1,87 @@
+"""Interactive explorers for the chapters (ipywidgets + matplotlib).
+
+Every explorer is an :class:`Explorer`: a row of controls above a figure that is redrawn
+whenever a control moves. It displays as a live widget wherever a kernel runs (Jupyter,
+Colab) and, on the static website, as a PNG of its default figure: its display bundle
+carries both, and the book's configuration tells the HTML builder to prefer the PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Callable, Mapping
+
+import ipywidgets as w
+import matplotlib.pyplot as plt
+from IPython.display import clear_output, display
+from matplotlib.figure import Figure
+
+__all__ = ["Explorer"]
+
+
+class Explorer:
+    """Controls plus a figure ``draw(**values)`` redrawn on every change.
+
+    Args:
+        draw: builds and returns a matplotlib Figure from the controls' values (keyword
+            arguments named like the keys of ``controls``).
+        controls: name -> ipywidgets control (anything with a ``value`` trait).
+        title: one line shown as the plain-text form of the explorer.
+    """
+
+    def __init__(self, draw: Callable[..., Figure], controls: Mapping[str, w.ValueWidget], title: str):
+        self.draw = draw
+        self.controls = dict(controls)
+        self.title = title
+        self.output = w.Output()
+        self.widget = w.VBox([w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")), self.output])
+        for control in self.controls.values():
+            control.observe(self._redraw, names="value")
+        self.default_png = self._render_png(self.values())
+        self._redraw()
+
+    def values(self) -> dict:
+        """The controls' current values, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def figure(self, **overrides) -> Figure:
+        """The figure for the current values, with any of them overridden."""
+        return self.draw(**{**self.values(), **overrides})
+
+    def _redraw(self, *_):
+        with self.output:
+            clear_output(wait=True)
+            fig = self.figure()
+            display(fig)
+            plt.close(fig)
+
+    def _render_png(self, values: dict) -> str:
+        fig = self.draw(**values)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle = dict(bundle)
+        bundle["image/png"] = self.default_png
+        # A short, stable text form (nbval compares it; the widget's own repr lists every trait).
+        bundle["text/plain"] = f"<{self.title}: interactive with a running kernel; default figure shown on the website>"
+        return bundle
+
+
+# --- Chapter 1: continuous-time SSMs ----------------------------------------------------
+
+
+# --- Chapter 2: HiPPO -------------------------------------------------------------------
+
+
+# --- Chapter 3: discretisation ----------------------------------------------------------
+
+
+# --- Chapter 6: S4D eigenvalue explorer and Figure 3 ------------------------------------
+
+
+# --- Chapter 7: S5 ----------------------------------------------------------------------
