@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 from .._validation import check_choice
-from .base import ConvolutionalSSMLayer, DiagonalSystem, SSMLayer
+from .base import ConvolutionalSSMLayer, DiagonalSystem, SSMLayer, SSMParam
 
 # name -> (module, class). Imported lazily so a missing optional piece never breaks the rest.
 LAYERS = {
@@ -23,4 +23,4 @@ def get_layer(name: str) -> type[SSMLayer]:
     return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["LAYERS", "get_layer", "SSMLayer", "ConvolutionalSSMLayer", "DiagonalSystem"]
+__all__ = ["LAYERS", "get_layer", "SSMLayer", "SSMParam", "ConvolutionalSSMLayer", "DiagonalSystem"]

@@ -23,7 +23,16 @@ from flax import nnx
 from .._validation import check_ndim
 from ..kernels import causal_conv
 
-__all__ = ["SSMLayer", "ConvolutionalSSMLayer", "DiagonalSystem", "check_sequence_input"]
+__all__ = ["SSMParam", "SSMLayer", "ConvolutionalSSMLayer", "DiagonalSystem", "diagonal_step", "check_sequence_input"]
+
+
+class SSMParam(nnx.Param):
+    """A parameter of the state space itself: A (or Λ, P), B and log Δ.
+
+    The papers train these with their own (smaller) learning rate and no weight decay;
+    tagging them with this type lets the training loop find them with
+    ``nnx.state(model, SSMParam)``. C, D and the position-wise layers are plain ``nnx.Param``.
+    """
 
 
 def check_sequence_input(u, d_model: int) -> None:
