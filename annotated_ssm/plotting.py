@@ -31,6 +31,62 @@ def complex_plane(ax, eigenvalues, *, unit_circle: bool = False, label: str | No
 
 
 # --- Chapter 1: continuous-time SSMs ----------------------------------------------------
+__all__ += ["diagonal_ssm_figure"]
+
+
+def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
+    """Three panels for a diagonal SSM x' = diag(λ) x + B u, y = C x: where the
+    eigenvalues λ sit (left half plane shaded: stable), the basis functions
+    Re[e^{tλ_n} B_n] (one curve per state), and the impulse response Re K(t).
+
+    Args:
+        eigenvalues: (N,) complex λ_n.
+        t: (T,) times >= 0.
+        B, C: (N,) each; ones if None.
+        max_basis: draw at most this many basis functions (the first ones).
+
+    Returns:
+        The Figure.
+    """
+    from .ssm import basis_functions, impulse_response  # the figure shows the package's own numbers
+
+    lam = np.asarray(eigenvalues, dtype=complex).ravel()
+    N = lam.size
+    B = np.ones(N) if B is None else np.asarray(B)
+    C = np.ones(N) if C is None else np.asarray(C)
+    A = np.diag(lam)
+    basis = basis_functions(A, B, t)  # (T, N)
+    kernel = impulse_response(A, B, C, t)  # (T,)
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1, 1.4, 1.4]})
+    ax = axes[0]
+    # Fixed limits (widened only when needed) so the axes stay put while a widget moves λ.
+    left, right = min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3)
+    top = max(10.5, np.abs(lam.imag).max() + 0.5)
+    ax.axvspan(left, 0, color="tab:green", alpha=0.08, lw=0)
+    ax.axvspan(0, right, color="tab:red", alpha=0.06, lw=0)
+    colors = plt.cm.viridis(np.linspace(0, 0.9, max(N, 2)))
+    complex_plane(ax, lam, c=colors[:N], s=30, zorder=3)
+    ax.set_xlim(left, right)
+    ax.set_ylim(min(-0.8, lam.imag.min() - 0.5), top)
+    ax.set_title("eigenvalues of A (green: stable)")
+
+    ax = axes[1]
+    for n in range(min(N, max_basis)):
+        ax.plot(t, basis[:, n].real, color=colors[n], lw=1.2, label=f"n={n}")
+    ax.set_xlabel("t")
+    ax.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
+    if N <= max_basis:
+        ax.legend(fontsize=7, ncol=2, loc="upper right")
+
+    ax = axes[2]
+    ax.plot(t, kernel.real, color="black", lw=1.4)
+    ax.axhline(0, color="0.7", lw=0.8)
+    ax.set_xlabel("t")
+    ax.set_title(r"impulse response Re $K(t) = $ Re $C e^{tA} B$")
+    fig.tight_layout()
+    return fig
+
 
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------

@@ -73,6 +73,37 @@ class Explorer:
 
 
 # --- Chapter 1: continuous-time SSMs ----------------------------------------------------
+__all__ += ["eigenvalue_explorer"]
+
+
+def _chapter1_eigenvalues(real: float, imag: float, states: int):
+    """λ_n = real + i·imag·n, n = 0 … states-1: one decay rate, equally spaced frequencies."""
+    import numpy as np
+
+    return real + 1j * imag * np.arange(states)
+
+
+def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, t_max: float = 8.0) -> Explorer:
+    """Chapter 1's widget: choose the eigenvalues λ_n = real + i·imag·n of a diagonal A
+    (B = C = 1) and watch the eigenvalue plot, the basis functions e^{tλ_n} and the impulse
+    response update. Everything is a few scalar exponentials, so a redraw is quick."""
+    import numpy as np
+
+    from .plotting import diagonal_ssm_figure
+
+    t = np.linspace(0.0, t_max, 600)
+
+    def draw(real, imag, states):
+        return diagonal_ssm_figure(_chapter1_eigenvalues(real, imag, states), t)
+
+    style = {"description_width": "initial"}
+    controls = {
+        "real": w.FloatSlider(value=real, min=-3.0, max=0.5, step=0.05, description="Re λ (decay)", style=style),
+        "imag": w.FloatSlider(value=imag, min=0.0, max=10.0, step=0.1, description="Im λ spacing", style=style),
+        "states": w.IntSlider(value=states, min=1, max=8, description="states N", style=style),
+    }
+    return Explorer(draw, controls, title="Eigenvalue explorer (chapter 1)")
+
 
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
