@@ -1,0 +1,349 @@
+"""Datasets for training sequence models, as numpy arrays of shape (samples, length, channels).
+
+Three work offline and are small enough for a laptop CPU:
+
+- ``mnist1d``: MNIST-1D (Greydanus 2020), generated locally by the ``mnist1d`` package's own
+  generator: 4000 training and 1000 test sequences of length 40, 10 classes.
+- ``digits``: scikit-learn's 8x8 handwritten digits read pixel by pixel (length 64).
+  ``digits_ar`` is the same data as a causal regression task: predict pixel t from pixels
+  < t, the setting for autoregressive generation.
+- ``mnist1d_long``: a long-range task. Each MNIST-1D digit is shown at the start of a
+  sequence and followed by noise up to length 1024; the class must be carried across
+  ~1000 steps of distraction.
+
+Two are downloaded on first use (for GPU runs): ``smnist`` (sequential MNIST, 784 steps of
+one pixel) and ``scifar`` (sequential CIFAR-10, 1024 steps of RGB pixels). Files are cached
+in ``$ANNOTATED_SSM_DATA`` (default ``~/.cache/annotated_ssm``) and verified by MD5.
+
+``load_dataset(name)`` returns a :class:`Dataset`; ``batches`` iterates over it in a seeded
+order, so a training run is reproducible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import os
+import pathlib
+import random
+import shutil
+import tarfile
+import urllib.error
+import urllib.request
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ._validation import check_choice, check_positive_int
+
+__all__ = [
+    "Dataset",
+    "DATASETS",
+    "load_dataset",
+    "batches",
+    "load_mnist1d",
+    "load_digits",
+    "load_digits_ar",
+    "load_mnist1d_long",
+    "load_sequential_mnist",
+    "load_sequential_cifar",
+    "read_idx",
+    "read_cifar_binary",
+    "fetch",
+    "cache_dir",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A train/test split of sequences.
+
+    Attributes:
+        name: the registry name.
+        x_train, x_test: (n, L, C) float32 inputs.
+        y_train, y_test: (n,) int32 class labels (``task == "classification"``) or
+            (n, L, D) float32 per-step targets (``task == "regression"``).
+        task: "classification" or "regression".
+        n_classes: number of classes (classification only).
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    task: str
+    n_classes: int | None = None
+
+    @property
+    def length(self) -> int:
+        return self.x_train.shape[1]
+
+    @property
+    def channels(self) -> int:
+        return self.x_train.shape[2]
+
+    @property
+    def n_outputs(self) -> int:
+        """What the model's decoder must produce: classes, or target channels per step."""
+        return self.n_classes if self.task == "classification" else self.y_train.shape[-1]
+
+    def __repr__(self) -> str:
+        what = f"{self.n_classes} classes" if self.task == "classification" else f"{self.n_outputs} targets/step"
+        return (
+            f"Dataset({self.name!r}: {len(self.x_train)} train / {len(self.x_test)} test, "
+            f"length {self.length}, {self.channels} channel(s), {self.task}, {what})"
+        )
+
+
+def _standardise(x_train: np.ndarray, x_test: np.ndarray):
+    """Scale inputs to zero mean and unit variance with the training set's statistics."""
+    mean, std = x_train.mean(), x_train.std()
+    return ((x_train - mean) / std).astype(np.float32), ((x_test - mean) / std).astype(np.float32)
+
+
+# --- Offline datasets ---------------------------------------------------------------------
+
+def _mnist1d_arrays(num_samples: int, seed: int):
+    """Run the mnist1d package's generator (never its download) without touching the
+    caller's global random state (the generator seeds numpy's and Python's global RNGs)."""
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args()
+    args.num_samples = num_samples
+    args.seed = seed
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    try:
+        return make_dataset(args)
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+
+
+def load_mnist1d(num_samples: int = 5000, seed: int = 42) -> Dataset:
+    """MNIST-1D: 10 one-dimensional digit templates, randomly padded, translated, sheared,
+    scaled and corrupted with noise; length 40. The defaults give the standard 4000/1000
+    split of the paper. Returns x of shape (n, 40, 1)."""
+    num_samples = check_positive_int("num_samples", num_samples, minimum=10)
+    data = _mnist1d_arrays(num_samples, seed)
+    return Dataset(
+        "mnist1d",
+        data["x"][..., None].astype(np.float32),
+        data["y"].astype(np.int32),
+        data["x_test"][..., None].astype(np.float32),
+        data["y_test"].astype(np.int32),
+        "classification",
+        10,
+    )
+
+
+def _digit_pixels(seed: int, test_fraction: float):
+    """scikit-learn's 1797 8x8 digits, pixels in [0, 1], split with a seeded permutation."""
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    digits = sklearn_digits()
+    pixels = (digits.images.reshape(len(digits.images), 64) / 16.0).astype(np.float32)
+    order = np.random.default_rng(seed).permutation(len(pixels))
+    n_test = int(round(test_fraction * len(pixels)))
+    test, train = order[:n_test], order[n_test:]
+    return pixels[train], digits.target[train], pixels[test], digits.target[test]
+
+
+def load_digits(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
+    """scikit-learn's 8x8 digits read row by row as sequences of 64 pixels: (n, 64, 1)."""
+    p_train, y_train, p_test, y_test = _digit_pixels(seed, test_fraction)
+    x_train, x_test = _standardise(p_train[..., None], p_test[..., None])
+    return Dataset("digits", x_train, y_train.astype(np.int32), x_test, y_test.astype(np.int32), "classification", 10)
+
+
+def load_digits_ar(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
+    """The digits as a causal next-pixel regression task.
+
+    Targets are the 64 pixels in [0, 1], shape (n, 64, 1); inputs are the same pixels shifted
+    one step right with a 0 in front, so the model's output at step t only sees pixels < t.
+    Feeding each prediction back as the next input generates an image pixel by pixel.
+    """
+    p_train, _, p_test, _ = _digit_pixels(seed, test_fraction)
+
+    def shift(p):
+        return np.concatenate([np.zeros((len(p), 1), np.float32), p[:, :-1]], axis=1)[..., None]
+
+    return Dataset("digits_ar", shift(p_train), p_train[..., None], shift(p_test), p_test[..., None], "regression")
+
+
+def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42, noise: float = 1.0) -> Dataset:
+    """A long-range memory task: an MNIST-1D digit (40 steps) followed by Gaussian noise of
+    standard deviation ``noise`` up to ``length`` steps. The label must be remembered from
+    the first 40 steps to wherever the model reads it out. Returns x of shape (n, length, 1)."""
+    length = check_positive_int("length", length, minimum=40)
+    base = load_mnist1d(num_samples, seed)
+    rng = np.random.default_rng(seed)
+
+    def pad(x):
+        tail = noise * rng.standard_normal((len(x), length - x.shape[1], 1)).astype(np.float32)
+        return np.concatenate([x, tail], axis=1)
+
+    return Dataset("mnist1d_long", pad(base.x_train), base.y_train, pad(base.x_test), base.y_test, "classification", 10)
+
+
+# --- Downloaded datasets (sequential MNIST and CIFAR-10) ------------------------------------
+
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+MNIST_FILES = {  # the official files' MD5 checksums
+    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+CIFAR_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+CIFAR_TRAIN = [f"cifar-10-batches-bin/data_batch_{i}.bin" for i in range(1, 6)]
+CIFAR_TEST = ["cifar-10-batches-bin/test_batch.bin"]
+
+
+def cache_dir() -> pathlib.Path:
+    """Where downloads are kept: ``$ANNOTATED_SSM_DATA``, else ``$XDG_CACHE_HOME/annotated_ssm``
+    (``~/.cache/annotated_ssm``)."""
+    if os.environ.get("ANNOTATED_SSM_DATA"):
+        return pathlib.Path(os.environ["ANNOTATED_SSM_DATA"])
+    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "annotated_ssm"
+
+
+def _md5(path: pathlib.Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(url: str, md5: str, directory: str | os.PathLike | None = None) -> pathlib.Path:
+    """Return the path of ``url``'s file in the cache, downloading it first if needed.
+
+    A cached file is used only if its MD5 matches ``md5``; a download that does not match is
+    deleted and reported. Without network access this raises an OSError that says which file
+    to place where.
+    """
+    directory = pathlib.Path(directory) if directory is not None else cache_dir()
+    path = directory / url.rsplit("/", 1)[-1]
+    if path.exists() and _md5(path) == md5:
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
+            shutil.copyfileobj(response, out)
+    except (urllib.error.URLError, OSError) as error:
+        partial.unlink(missing_ok=True)
+        raise OSError(
+            f"could not download {url} ({error}). Are you offline? Download it by hand and put it "
+            f"at {path} (MD5 {md5}), or choose an offline dataset: mnist1d, digits, digits_ar, mnist1d_long."
+        ) from error
+    got = _md5(partial)
+    if got != md5:
+        partial.unlink()
+        raise OSError(f"checksum mismatch for {url}: MD5 {got}, expected {md5}. The download was deleted; try again.")
+    partial.replace(path)
+    return path
+
+
+def read_idx(data: bytes) -> np.ndarray:
+    """Parse the IDX format of the MNIST files (after gunzip): a magic number whose third byte
+    is the element type (0x08 = uint8) and fourth byte the number of dimensions, then the
+    dimensions as big-endian int32, then the values."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError("data is not an IDX file of unsigned bytes (expected magic 0x00 0x00 0x08 ndim).")
+    ndim = data[3]
+    shape = tuple(int(d) for d in np.frombuffer(data, ">i4", count=ndim, offset=4))
+    values = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
+    if values.size != int(np.prod(shape)):
+        raise ValueError(f"IDX header says shape {shape} ({int(np.prod(shape))} values); the file holds {values.size}.")
+    return values.reshape(shape)
+
+
+def read_cifar_binary(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Parse one CIFAR-10 binary batch: records of 1 label byte + 3072 pixel bytes (1024 red,
+    then green, then blue, each row-major 32x32). Returns images (n, 32, 32, 3) uint8 and
+    labels (n,) uint8."""
+    record = 1 + 3 * 32 * 32
+    if len(data) % record:
+        raise ValueError(f"a CIFAR-10 binary batch is a whole number of {record}-byte records; got {len(data)} bytes.")
+    rows = np.frombuffer(data, np.uint8).reshape(-1, record)
+    images = rows[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return images, rows[:, 0]
+
+
+def load_sequential_mnist(directory: str | os.PathLike | None = None) -> Dataset:
+    """Sequential MNIST: each 28x28 image read pixel by pixel, (n, 784, 1); 60000/10000.
+    Downloads ~11 MB on first use."""
+
+    def read(name):
+        with gzip.open(fetch(MNIST_URL + name, MNIST_FILES[name], directory), "rb") as stream:
+            return read_idx(stream.read())
+
+    x_train = read("train-images-idx3-ubyte.gz").reshape(-1, 784, 1) / 255.0
+    x_test = read("t10k-images-idx3-ubyte.gz").reshape(-1, 784, 1) / 255.0
+    x_train, x_test = _standardise(x_train, x_test)
+    y_train = read("train-labels-idx1-ubyte.gz").astype(np.int32)
+    y_test = read("t10k-labels-idx1-ubyte.gz").astype(np.int32)
+    return Dataset("smnist", x_train, y_train, x_test, y_test, "classification", 10)
+
+
+def load_sequential_cifar(directory: str | os.PathLike | None = None) -> Dataset:
+    """Sequential CIFAR-10: each 32x32 colour image read pixel by pixel as 1024 steps of
+    3 channels, (n, 1024, 3), normalised per channel; 50000/10000. Downloads 163 MB once."""
+    archive = fetch(CIFAR_URL, CIFAR_MD5, directory)
+
+    def read(members):
+        images, labels = [], []
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in members:
+                x, y = read_cifar_binary(tar.extractfile(member).read())
+                images.append(x)
+                labels.append(y)
+        return np.concatenate(images).reshape(-1, 1024, 3) / 255.0, np.concatenate(labels).astype(np.int32)
+
+    x_train, y_train = read(CIFAR_TRAIN)
+    x_test, y_test = read(CIFAR_TEST)
+    mean, std = x_train.mean(axis=(0, 1)), x_train.std(axis=(0, 1))
+    x_train = ((x_train - mean) / std).astype(np.float32)
+    x_test = ((x_test - mean) / std).astype(np.float32)
+    return Dataset("scifar", x_train, y_train, x_test, y_test, "classification", 10)
+
+
+# --- Registry and batching ------------------------------------------------------------------
+
+DATASETS: dict[str, Callable[..., Dataset]] = {
+    "mnist1d": load_mnist1d,
+    "digits": load_digits,
+    "digits_ar": load_digits_ar,
+    "mnist1d_long": load_mnist1d_long,
+    "smnist": load_sequential_mnist,
+    "scifar": load_sequential_cifar,
+}
+
+
+def load_dataset(name: str, **kwargs) -> Dataset:
+    """The dataset registered under ``name`` (one of ``DATASETS``); kwargs go to its loader."""
+    check_choice("dataset", name, DATASETS)
+    return DATASETS[name](**kwargs)
+
+
+def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None = None,
+            drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (x, y) mini-batches along the first axis.
+
+    ``seed=None`` keeps the stored order (evaluation); an integer shuffles with
+    ``np.random.default_rng(seed)``, so the same seed always gives the same batches.
+    ``drop_last`` skips a final batch smaller than ``batch_size`` (training).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and {len(y)}.")
+    order = np.arange(len(x)) if seed is None else np.random.default_rng(seed).permutation(len(x))
+    stop = len(x) - batch_size + 1 if drop_last else len(x)
+    for start in range(0, max(stop, 0), batch_size):
+        index = order[start:start + batch_size]
+        yield x[index], y[index]

@@ -1,0 +1,221 @@
+"""Deep SSM models: residual blocks around any of the four layers, stacked.
+
+    x ──► encoder ──► block ──► … ──► block ──► pool / per step ──► decoder ──► output
+                      │                     │
+    block(x) = x + mix(dropout(GELU(SSM(norm(x)))))
+
+- ``ResidualBlock``: pre-norm (LayerNorm or BatchNorm over channels) → SSM layer → GELU →
+  dropout → position-wise linear or GLU → add the block's input. The SSM layer mixes along
+  time and is linear; the position-wise part mixes channels and brings the non-linearity.
+- ``SequenceClassifier``: pools the last block's features over time (mean, or the last step
+  for a causal model) and decodes one vector of class scores per sequence. Its layers may
+  be bidirectional.
+- ``CausalSequenceModel``: decodes every step (sequence-to-sequence regression). Its layers
+  are causal, so it also runs as a recurrence: ``step`` advances one time step with each
+  layer's recurrent ``step`` and ``generate`` feeds its own predictions back as inputs.
+
+Shapes: inputs (B, L, d_input); classifier outputs (B, n_classes); causal model outputs
+(B, L, d_output). A single unbatched sequence (L, d_input) works too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from ._validation import check_choice, check_ndim, check_positive_int
+from .layers import get_layer
+
+__all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS"]
+
+NORMS = ("layer", "batch")
+POOLINGS = ("mean", "last")
+
+
+class ResidualBlock(nnx.Module):
+    """One residual block: ``x + mix(dropout(gelu(ssm(norm(x)))))``, (…, L, H) → (…, L, H).
+
+    Args:
+        layer: a layer name from ``annotated_ssm.layers.LAYERS`` ("s4", "dss", "s4d", "s5").
+        d_model: channels H.
+        state_size: the layer's N.
+        norm: "layer" (LayerNorm) or "batch" (BatchNorm over batch and time).
+        glu: position-wise mixing by a gated linear unit (Linear H → 2H, a ⊙ σ(b)) instead
+            of a plain Linear H → H.
+        dropout: dropout rate after the GELU (active only in ``train()`` mode).
+        bidirectional: passed to the layer.
+        **layer_kwargs: layer-specific options (e.g. an initialisation).
+    """
+
+    def __init__(self, layer: str, d_model: int, state_size: int = 64, *, norm: str = "layer", glu: bool = True,
+                 dropout: float = 0.0, bidirectional: bool = False, rngs: nnx.Rngs, **layer_kwargs):
+        check_choice("norm", norm, NORMS)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
+        self.norm = (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
+                     else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
+        self.ssm = get_layer(layer)(d_model, state_size, bidirectional=bidirectional, rngs=rngs, **layer_kwargs)
+        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+        self.glu = glu
+        self.mix = nnx.Linear(d_model, 2 * d_model if glu else d_model, rngs=rngs)
+
+    def _position_wise(self, y):
+        """Everything after the SSM: GELU, dropout, channel mixing. Acts on each step alone."""
+        y = self.dropout(jax.nn.gelu(y))
+        y = self.mix(y)
+        return jax.nn.glu(y, axis=-1) if self.glu else y
+
+    def __call__(self, x):
+        return x + self._position_wise(self.ssm(self.norm(x)))
+
+    def step(self, state, x_t, system):
+        """One time step, x_t: (…, H). Norm and mixing act per step, so only the SSM keeps state."""
+        state, y_t = self.ssm.step(state, self.norm(x_t), system)
+        return state, x_t + self._position_wise(y_t)
+
+
+class SequenceModel(nnx.Module):
+    """Encoder → ``n_layers`` residual blocks → final norm. Subclasses add pooling and decoder.
+
+    Args:
+        layer: layer name ("s4", "dss", "s4d", "s5").
+        d_input: input channels per step.
+        d_model: channels inside the blocks.
+        n_layers: number of residual blocks.
+        state_size: the layers' N.
+        rngs: random keys (``nnx.Rngs(seed)``; dropout draws from its ``dropout`` stream).
+        Other keywords: see :class:`ResidualBlock`.
+    """
+
+    def __init__(self, layer: str, d_input: int, *, d_model: int = 64, n_layers: int = 4, state_size: int = 64,
+                 norm: str = "layer", glu: bool = True, dropout: float = 0.0, bidirectional: bool = False,
+                 rngs: nnx.Rngs, **layer_kwargs):
+        self.d_input = check_positive_int("d_input", d_input)
+        self.d_model = check_positive_int("d_model", d_model)
+        check_positive_int("n_layers", n_layers)
+        self.layer_name = layer
+        self.bidirectional = bidirectional
+        self.encoder = nnx.Linear(d_input, d_model, rngs=rngs)
+        self.blocks = nnx.List([
+            ResidualBlock(layer, d_model, state_size, norm=norm, glu=glu, dropout=dropout,
+                          bidirectional=bidirectional, rngs=rngs, **layer_kwargs)
+            for _ in range(n_layers)
+        ])
+        self.final_norm = nnx.LayerNorm(d_model, rngs=rngs)
+
+    def check_input(self, x) -> None:
+        """ValueError unless x is (B, L, d_input) or (L, d_input)."""
+        check_ndim("x", x, (2, 3), f"(batch, length, {self.d_input}) or (length, {self.d_input})")
+        if np.shape(x)[-1] != self.d_input:
+            raise ValueError(
+                f"x must have {self.d_input} channels on its last axis (the model's d_input); got shape {np.shape(x)}."
+            )
+
+    def features(self, x):
+        """(…, L, d_input) → (…, L, d_model): the blocks' output before pooling/decoding."""
+        self.check_input(x)
+        h = self.encoder(jnp.asarray(x))
+        for block in self.blocks:
+            h = block(h)
+        return self.final_norm(h)
+
+
+class SequenceClassifier(SequenceModel):
+    """One label per sequence: features pooled over time, then a linear decoder.
+
+    ``pooling="mean"`` averages over all steps (with a bidirectional model every step has
+    seen the whole sequence); ``"last"`` reads the final step of a causal model, so the
+    whole sequence must be carried through the recurrence.
+
+    Output: logits (B, n_classes) for x (B, L, d_input).
+    """
+
+    def __init__(self, layer: str, d_input: int, n_classes: int, *, pooling: str = "mean", rngs: nnx.Rngs, **kwargs):
+        super().__init__(layer, d_input, rngs=rngs, **kwargs)
+        self.pooling = check_choice("pooling", pooling, POOLINGS)
+        self.n_classes = check_positive_int("n_classes", n_classes, minimum=2)
+        self.decoder = nnx.Linear(self.d_model, n_classes, rngs=rngs)
+
+    def __call__(self, x):
+        h = self.features(x)
+        pooled = h.mean(axis=-2) if self.pooling == "mean" else h[..., -1, :]
+        return self.decoder(pooled)
+
+
+class CausalSequenceModel(SequenceModel):
+    """One output per step, each depending only on inputs up to that step.
+
+    ``model(x)`` runs the convolutional (or scan) form on the whole sequence; ``recurrent(x)``
+    runs the same model one step at a time; ``generate`` continues a prompt by feeding each
+    output back as the next input (needs ``d_output == d_input``).
+
+    Output: (B, L, d_output) for x (B, L, d_input).
+    """
+
+    def __init__(self, layer: str, d_input: int, d_output: int, *, rngs: nnx.Rngs, **kwargs):
+        if kwargs.get("bidirectional"):
+            raise ValueError("bidirectional must be False for a CausalSequenceModel (its outputs may not see the future).")
+        super().__init__(layer, d_input, rngs=rngs, **kwargs)
+        self.d_output = check_positive_int("d_output", d_output)
+        self.decoder = nnx.Linear(self.d_model, d_output, rngs=rngs)
+
+    def __call__(self, x):
+        return self.decoder(self.features(x))
+
+    # --- recurrent mode ------------------------------------------------------------------
+
+    def discrete_system(self, length: int | None = None) -> list[Any]:
+        """Each block's discrete recurrence for sequences of ``length`` steps (computed once)."""
+        return [block.ssm.discrete_system(length) for block in self.blocks]
+
+    def init_state(self, batch_shape: tuple[int, ...] = ()) -> list[Any]:
+        """Zero state of every block for a batch of sequences."""
+        return [block.ssm.init_state(batch_shape) for block in self.blocks]
+
+    def step(self, state, x_t, system):
+        """One time step: x_t (…, d_input) → (new state, y_t (…, d_output))."""
+        h = self.encoder(x_t)
+        new_state = []
+        for block, s, sys in zip(self.blocks, state, system):
+            s, h = block.step(s, h, sys)
+            new_state.append(s)
+        return new_state, self.decoder(self.final_norm(h))
+
+    def recurrent(self, x):
+        """The whole sequence by ``step``: must equal ``self(x)`` up to float rounding."""
+        self.check_input(x)
+        x = jnp.asarray(x)
+        system = self.discrete_system(x.shape[-2])
+        state = self.init_state(x.shape[:-2])
+        _, y = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state, jnp.moveaxis(x, -2, 0))
+        return jnp.moveaxis(y, 0, -2)
+
+    def generate(self, prompt, n_steps: int):
+        """Continue ``prompt`` (B, P, d_input) for ``n_steps`` steps, feeding outputs back.
+
+        The prompt is read step by step (teacher forcing); after it, the output at each step
+        becomes the next input. Returns all outputs, (B, P + n_steps - 1, d_output): y[:, t]
+        predicts the input at t + 1, so y[:, P - 1:] is the continuation (n_steps values).
+        """
+        if self.d_output != self.d_input:
+            raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal d_input; "
+                             f"got d_output={self.d_output}, d_input={self.d_input}.")
+        n_steps = check_positive_int("n_steps", n_steps)
+        self.check_input(prompt)
+        prompt = jnp.asarray(prompt)
+        P = prompt.shape[-2]
+        system = self.discrete_system(P + n_steps - 1)
+        state = self.init_state(prompt.shape[:-2])
+        state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state, jnp.moveaxis(prompt, -2, 0))
+
+        def feed_back(carry, _):
+            s, y_t = carry
+            s, y_next = self.step(s, y_t, system)
+            return (s, y_next), y_next
+
+        _, y_free = jax.lax.scan(feed_back, (state, y_prompt[-1]), None, length=n_steps - 1)
+        return jnp.moveaxis(jnp.concatenate([y_prompt, y_free]), 0, -2)
