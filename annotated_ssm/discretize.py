@@ -98,17 +98,26 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
         step: scalar or (...), every entry > 0.
 
     Returns:
-        A_bar: (..., N, N); B_bar: same shape as B (batch broadcast).
+        A_bar: (..., N, N); B_bar: (..., N) or (..., N, M), where ``...`` is the broadcast
+        batch shape of A, B and step.
     """
     _check_common(A, B, step, method)
     check_square("A", A)
     N = np.shape(A)[-1]
-    vector_B = np.ndim(B) == np.ndim(A) - 1
-    if np.shape(B)[-1 if vector_B else -2] != N:
+    # B is a vector (one input) when it has one axis fewer than A, or just one axis.
+    vector_B = np.ndim(B) in (1, np.ndim(A) - 1)
+    if np.ndim(B) < 1 or np.shape(B)[-1 if vector_B else -2] != N:
         raise ValueError(
             f"B must have shape (..., N) or (..., N, M) with N = {N} (from A of shape "
             f"{np.shape(A)}); got shape {np.shape(B)}."
         )
+    try:
+        np.broadcast_shapes(np.shape(A)[:-2], np.shape(step))
+    except ValueError:
+        raise ValueError(
+            f"step must be a scalar or broadcast against A's batch shape {np.shape(A)[:-2]} "
+            f"(one step per matrix); got shape {np.shape(step)}."
+        ) from None
     A, B, step = jnp.asarray(A), jnp.asarray(B), jnp.asarray(step)
     Bm = B[..., None] if vector_B else B
     dt = step[..., None, None]
@@ -128,4 +137,8 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
         block = jnp.concatenate([top, jnp.zeros(batch + (M, N + M), dtype=top.dtype)], axis=-2)
         E = jax.scipy.linalg.expm(dt * block)
         A_bar, B_bar = E[..., :N, :N], E[..., :N, N:]
+    # Every output carries the full batch shape, whichever input it came from.
+    batch = jnp.broadcast_shapes(A.shape[:-2], Bm.shape[:-2], dt.shape[:-2])
+    A_bar = jnp.broadcast_to(A_bar, batch + (N, N))
+    B_bar = jnp.broadcast_to(B_bar, batch + Bm.shape[-2:])
     return A_bar, (B_bar[..., 0] if vector_B else B_bar)

@@ -10,9 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_positive_int
+from ._validation import check_choice, check_positive_int
 
-__all__ = ["legs", "legt", "normal_legs", "dplr_legs", "legs_basis"]
+__all__ = [
+    "MEASURES",
+    "legs",
+    "legt",
+    "hippo_matrices",
+    "legendre",
+    "legs_basis",
+    "reconstruction_basis",
+    "reconstruct",
+    "normal_legs",
+    "dplr_legs",
+]
+
+MEASURES = ("legs", "legt")
 
 
 def legs(N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -45,14 +58,44 @@ def legt(N: int, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         B: (N,) float64.
     """
     N = check_positive_int("N", N)
-    if not (np.isfinite(theta) and theta > 0):
-        raise ValueError(f"theta must be finite and > 0; got {theta!r}.")
+    _check_theta(theta)
     q = np.arange(N, dtype=np.float64)
     r = 2.0 * q + 1.0
     n, k = np.meshgrid(q, q, indexing="ij")
     A = np.where(n < k, -1.0, (-1.0) ** (n - k + 1)) * r[:, None] / theta
     B = (-1.0) ** q * r / theta
     return A, B
+
+
+def hippo_matrices(measure: str, N: int, *, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The HiPPO (A, B) of a measure by name: ``"legs"`` (:func:`legs`) or ``"legt"``
+    (:func:`legt`, window length ``theta``; ignored for LegS)."""
+    check_choice("measure", measure, MEASURES)
+    return legs(N) if measure == "legs" else legt(N, theta)
+
+
+def legendre(N: int, z) -> np.ndarray:
+    """Legendre polynomials ``P_0 … P_{N-1}`` evaluated at ``z`` (normalised ``P_n(1) = 1``).
+
+    Computed with the three-term recurrence ``(n+1) P_{n+1} = (2n+1) z P_n - n P_{n-1}``,
+    which is stable on [-1, 1].
+
+    Args:
+        N: number of polynomials.
+        z: (...) points, normally in [-1, 1].
+
+    Returns:
+        (N, ...) float64: row n is ``P_n(z)``.
+    """
+    N = check_positive_int("N", N)
+    z = np.asarray(z, dtype=np.float64)
+    P = np.empty((N,) + z.shape)
+    P[0] = 1.0
+    if N > 1:
+        P[1] = z
+    for n in range(1, N - 1):
+        P[n + 1] = ((2 * n + 1) * z * P[n] - n * P[n - 1]) / (n + 1)
+    return P
 
 
 def legs_basis(N: int, t: np.ndarray) -> np.ndarray:
@@ -65,17 +108,68 @@ def legs_basis(N: int, t: np.ndarray) -> np.ndarray:
     Returns:
         (N, T) float64: row n is basis function n.
     """
+    t = _check_times("t", t)
+    return reconstruction_basis("legs", N, t) * np.exp(-t)
+
+
+def reconstruction_basis(measure: str, N: int, s, *, theta: float = 1.0) -> np.ndarray:
+    """The functions that turn a HiPPO state back into the input's history.
+
+    With ``x(t)`` the state of ``x' = Ax + Bu`` (x(0) = 0) for the HiPPO matrices of
+    ``measure``, the history is ``u(t - s) ≈ Σ_n x_n(t) g_n(s)`` for lags ``s >= 0``:
+
+    - ``"legs"``: ``g_n(s) = sqrt(2n+1) P_n(2e^{-s} - 1)``. These are orthonormal under the
+      measure ``e^{-s} ds`` on [0, ∞), and ``e^{sA}B = g_n(s) e^{-s}``, so ``x_n(t)`` is
+      exactly the coefficient of the orthogonal projection of the history onto ``g_n``.
+    - ``"legt"``: ``g_n(s) = P_n(2s/theta - 1)`` on the window ``0 <= s <= theta`` and 0
+      outside it (LegT only remembers the last ``theta`` time units).
+
+    Args:
+        measure: "legs" or "legt".
+        N: state size.
+        s: (S,) lags >= 0 (how far into the past).
+        theta: LegT window length.
+
+    Returns:
+        (N, S) float64: row n is ``g_n``.
+    """
+    check_choice("measure", measure, MEASURES)
     N = check_positive_int("N", N)
+    s = _check_times("s", s)
+    if measure == "legs":
+        return np.sqrt(2.0 * np.arange(N) + 1.0)[:, None] * legendre(N, 2.0 * np.exp(-s) - 1.0)
+    _check_theta(theta)
+    inside = s <= theta
+    return legendre(N, np.where(inside, 2.0 * s / theta - 1.0, 1.0)) * inside
+
+
+def reconstruct(x, s, measure: str = "legs", *, theta: float = 1.0) -> np.ndarray:
+    """Reconstruct the input's history from a HiPPO state: ``u(t - s) ≈ Σ_n x_n g_n(s)``.
+
+    Args:
+        x: (..., N) states (e.g. one per time step).
+        s: (S,) lags >= 0.
+        measure, theta: as in :func:`reconstruction_basis`.
+
+    Returns:
+        (..., S) float64 (complex128 if x is complex): the reconstructed ``u(t - s)``.
+    """
+    x = np.asarray(x)
+    if x.ndim < 1:
+        raise ValueError(f"x must have shape (..., N) with N >= 1; got shape {x.shape}.")
+    return x @ reconstruction_basis(measure, x.shape[-1], s, theta=theta)
+
+
+def _check_times(name: str, t) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
-    z = 2.0 * np.exp(-t) - 1.0
-    # Legendre polynomials by their three-term recurrence (stable on [-1, 1]).
-    P = np.empty((N,) + t.shape)
-    P[0] = 1.0
-    if N > 1:
-        P[1] = z
-    for n in range(1, N - 1):
-        P[n + 1] = ((2 * n + 1) * z * P[n] - n * P[n - 1]) / (n + 1)
-    return np.sqrt(2.0 * np.arange(N) + 1.0)[:, None] * P * np.exp(-t)
+    if not (np.all(np.isfinite(t)) and np.all(t >= 0)):
+        raise ValueError(f"{name} must hold finite times >= 0; got values in [{np.min(t)}, {np.max(t)}].")
+    return t
+
+
+def _check_theta(theta) -> None:
+    if not (np.isscalar(theta) and np.isreal(theta) and np.isfinite(theta) and theta > 0):
+        raise ValueError(f"theta must be finite and > 0; got {theta!r}.")
 
 
 def normal_legs(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

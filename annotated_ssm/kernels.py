@@ -15,7 +15,7 @@ from ._validation import check_finite, check_positive_int
 __all__ = ["naive_kernel", "causal_conv"]  # extended by each section below
 
 
-def naive_kernel(A_bar, B_bar, C, L: int) -> np.ndarray:
+def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
     """The kernel ``K̄_ℓ = C Ā^ℓ B̄`` by repeated multiplication, in float64 NumPy.
 
     This is the plain reference every fast kernel is tested against: O(L N²) work (dense)
@@ -26,6 +26,9 @@ def naive_kernel(A_bar, B_bar, C, L: int) -> np.ndarray:
         B_bar: (..., N).
         C: (..., N).
         L: kernel length >= 1.
+        diagonal: whether A_bar is the diagonal of Ā. None: dense when A_bar has one axis
+            more than B_bar, diagonal otherwise (pass it explicitly when B_bar is broadcast,
+            e.g. a batch of diagonals (H, N) with one B_bar (N,)).
 
     Returns:
         (..., L) float64 if all inputs are real, else complex128 (callers using conjugate
@@ -35,7 +38,10 @@ def naive_kernel(A_bar, B_bar, C, L: int) -> np.ndarray:
     A_bar, B_bar, C = (np.asarray(a) for a in (A_bar, B_bar, C))
     dtype = np.result_type(A_bar, B_bar, C, np.float64)
     A_bar, B_bar, C = (a.astype(dtype) for a in (A_bar, B_bar, C))
-    dense = A_bar.ndim >= 2 and A_bar.ndim == B_bar.ndim + 1
+    for name, a in (("A_bar", A_bar), ("B_bar", B_bar), ("C", C)):
+        if a.ndim < 1:
+            raise ValueError(f"{name} must have a state axis (..., N); got a scalar.")
+    dense = (A_bar.ndim >= 2 and A_bar.ndim == B_bar.ndim + 1) if diagonal is None else not diagonal
     N = B_bar.shape[-1]
     if A_bar.shape[-1] != N or (dense and A_bar.shape[-2] != N) or C.shape[-1] != N:
         raise ValueError(
@@ -64,6 +70,8 @@ def causal_conv(u, K):
     Returns:
         (..., L) real, the broadcast shape of u and K.
     """
+    if np.ndim(u) < 1 or np.ndim(K) < 1:
+        raise ValueError(f"u and K must have a time axis (..., L); got u {np.shape(u)} and K {np.shape(K)}.")
     if np.shape(u)[-1] != np.shape(K)[-1]:
         raise ValueError(
             f"u and K must have the same length on their last axis; got u {np.shape(u)} and K {np.shape(K)}."

@@ -97,6 +97,8 @@ def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
         states: (L, N); y: (L,) or (L, P). y is real when every input is real.
     """
     A_bar, B_bar, C, u = (jnp.asarray(x) for x in (A_bar, B_bar, C, u))
+    if B_bar.ndim not in (1, 2):
+        raise ValueError(f"B_bar must have shape (N,) or (N, M); got {B_bar.shape}.")
     N = B_bar.shape[0]
     dense = A_bar.ndim == 2
     if A_bar.shape != ((N, N) if dense else (N,)):

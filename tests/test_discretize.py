@@ -1,0 +1,183 @@
+"""Discretisation: dense and diagonal, against dense float64 references (scipy expm for ZOH)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from reference import discretize_dense as reference_dense, relative_error
+
+from annotated_ssm import hippo
+from annotated_ssm.discretize import METHODS, discretize, discretize_dense, discretize_diagonal
+
+
+def random_stable(N, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((N, N)) / np.sqrt(N) - 1.5 * np.eye(N), rng.standard_normal(N)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("step", [1e-3, 0.1, 0.7])
+def test_dense_matches_reference_float64(method, step):
+    A, B = random_stable(8)
+    with jax.enable_x64(True):
+        A_bar, B_bar = discretize(A, B, step, method)
+        A_ref, B_ref = reference_dense(A, B, step, method)
+        assert A_bar.dtype == jnp.float64
+        assert relative_error(A_bar, A_ref) < 1e-12
+        assert relative_error(B_bar, B_ref) < 1e-12
+
+
+def test_zoh_is_scipy_expm():
+    A, B = hippo.legs(16)
+    step = 0.05
+    with jax.enable_x64(True):
+        A_bar, B_bar = discretize(A, B, step, "zoh")
+    assert relative_error(A_bar, scipy.linalg.expm(step * A)) < 1e-12
+    # B̄ = A⁻¹ (e^{ΔA} - I) B, the textbook formula (LegS is invertible).
+    assert relative_error(B_bar, np.linalg.solve(A, (scipy.linalg.expm(step * A) - np.eye(16)) @ B)) < 1e-11
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_dense_float32(method):
+    A, B = random_stable(16)
+    A_bar, B_bar = discretize(jnp.float32(A), jnp.float32(B), 0.1, method)
+    A_ref, B_ref = reference_dense(A, B, 0.1, method)
+    assert A_bar.dtype == jnp.float32
+    assert relative_error(A_bar, A_ref) < 1e-5
+    assert relative_error(B_bar, B_ref) < 1e-5
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_diagonal_equals_dense_complex(method):
+    rng = np.random.default_rng(1)
+    N = 6
+    Lambda = -rng.uniform(0.1, 2, N) + 1j * rng.uniform(-10, 10, N)
+    B = rng.standard_normal(N) + 1j * rng.standard_normal(N)
+    with jax.enable_x64(True):
+        A_bar, B_bar = discretize(Lambda, B, 0.2, method)
+    A_ref, B_ref = reference_dense(np.diag(Lambda), B, 0.2, method)
+    assert relative_error(A_bar, np.diag(A_ref)) < 1e-12
+    assert relative_error(B_bar, B_ref) < 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batched_over_channels_and_per_step(method):
+    rng = np.random.default_rng(2)
+    H, N = 3, 4
+    Lambda = -rng.uniform(0.1, 2, (H, N)) + 1j * rng.uniform(-5, 5, (H, N))
+    B = rng.standard_normal(N)
+    steps = np.array([1e-3, 1e-2, 1e-1])
+    with jax.enable_x64(True):
+        A_bar, B_bar = discretize(Lambda, B, steps[:, None], method, diagonal=True)
+        assert A_bar.shape == B_bar.shape == (H, N)
+        for h in range(H):
+            A_ref, B_ref = reference_dense(np.diag(Lambda[h]), B, steps[h], method)
+            assert relative_error(A_bar[h], np.diag(A_ref)) < 1e-12
+            assert relative_error(B_bar[h], B_ref) < 1e-12
+        # Dense batch: one step per matrix, B broadcast to the batch.
+        A_dense = np.stack([np.diag(l) for l in Lambda])
+        A_bar_d, B_bar_d = discretize(A_dense, B.astype(complex), steps, method)
+        assert A_bar_d.shape == (H, N, N) and B_bar_d.shape == (H, N)
+        assert relative_error(B_bar_d, B_bar) < 1e-12
+        # Per-time steps for a diagonal system: (L, 1) steps give (L, N).
+        A_bar_t, B_bar_t = discretize(Lambda[0], B, steps[:, None], method)
+        assert A_bar_t.shape == B_bar_t.shape == (3, N)
+        for ell in range(3):
+            A_ref, B_ref = reference_dense(np.diag(Lambda[0]), B, steps[ell], method)
+            assert relative_error(A_bar_t[ell], np.diag(A_ref)) < 1e-12
+            assert relative_error(B_bar_t[ell], B_ref) < 1e-12
+
+
+def test_dense_matrix_input_B():
+    A, _ = random_stable(5)
+    Bm = np.random.default_rng(3).standard_normal((5, 2))
+    with jax.enable_x64(True):
+        for method in METHODS:
+            _, B_bar = discretize(A, Bm, 0.3, method)
+            assert relative_error(B_bar, reference_dense(A, Bm, 0.3, method)[1]) < 1e-12
+
+
+def test_zoh_diagonal_small_and_zero_eigenvalue():
+    # (e^{ΔA}-1)/(ΔA) -> 1 as ΔA -> 0: no 0/0, and values stay accurate near 0.
+    with jax.enable_x64(True):
+        A = jnp.array([0.0, 1e-9, -1e-7, -1.0])
+        _, B_bar = discretize_diagonal(A, jnp.ones(4), 0.5, "zoh")
+        expected = np.array([0.5, np.expm1(0.5e-9) / 1e-9, np.expm1(-0.5e-7) / -1e-7, 1 - np.exp(-0.5)])
+        assert relative_error(B_bar, expected) < 1e-14
+        grad = jax.grad(lambda a: discretize_diagonal(a, jnp.ones(4), 0.5, "zoh")[1].sum())(A)
+        assert np.all(np.isfinite(grad))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_jit_grad_vmap(method):
+    A, B = random_stable(4)
+    Lambda = jnp.array([-0.5 + 1j, -0.5 - 1j, -2.0 + 0j])
+    with jax.enable_x64(True):
+        jitted = jax.jit(discretize, static_argnames=("method", "diagonal"))
+        for a, b in ((A, B), (Lambda, jnp.ones(3))):
+            out, ref = jitted(a, b, 0.1, method=method), discretize(a, b, 0.1, method)
+            assert relative_error(out[0], ref[0]) < 1e-14
+
+        # Gradient with respect to the step against a central finite difference.
+        def loss(step):
+            A_bar, B_bar = discretize(A, B, step, method)
+            return jnp.sum(A_bar**2) + jnp.sum(jnp.sin(B_bar))
+
+        h = 1e-6
+        fd = (loss(0.1 + h) - loss(0.1 - h)) / (2 * h)
+        assert abs(jax.grad(loss)(0.1) - fd) < 1e-7 * max(1.0, abs(fd))
+
+        def loss_diag(lam_re):
+            A_bar, B_bar = discretize(lam_re + 1j * jnp.array([1.0, -1.0, 0.0]), jnp.ones(3), 0.1, method)
+            return jnp.sum(jnp.abs(A_bar) ** 2 + jnp.real(B_bar))
+
+        x0 = jnp.array([-0.5, -0.5, -2.0])
+        g = jax.grad(loss_diag)(x0)
+        fd = np.array([(loss_diag(x0.at[i].add(h)) - loss_diag(x0.at[i].add(-h))) / (2 * h) for i in range(3)])
+        assert np.max(np.abs(g - fd)) < 1e-7
+
+        steps = jnp.array([0.01, 0.1, 1.0])
+        A_v, B_v = jax.vmap(lambda s: discretize(A, B, s, method))(steps)
+        for i, s in enumerate(steps):
+            A_ref, B_ref = reference_dense(A, B, float(s), method)
+            assert relative_error(A_v[i], A_ref) < 1e-12 and relative_error(B_v[i], B_ref) < 1e-12
+
+
+def test_bilinear_stable_for_any_step_euler_not():
+    A, B = hippo.legs(16)
+    with jax.enable_x64(True):
+        for step in (0.01, 1.0, 100.0):
+            A_bar, _ = discretize(A, B, step, "bilinear")
+            assert np.max(np.abs(np.linalg.eigvals(A_bar))) < 1
+        A_bar, _ = discretize(A, B, 1.0, "euler")
+        assert np.max(np.abs(np.linalg.eigvals(A_bar))) > 1
+
+
+@pytest.mark.parametrize("step", [0.0, -0.1, np.nan, np.inf, np.array([0.1, -1.0])])
+@pytest.mark.parametrize("diagonal", [True, False])
+def test_bad_step(step, diagonal):
+    A = -jnp.ones(2) if diagonal else -jnp.eye(2)
+    with pytest.raises(ValueError, match="step"):
+        discretize(A, jnp.ones(2), step, "zoh")
+
+
+def test_bad_method_and_shapes():
+    with pytest.raises(ValueError, match="method"):
+        discretize(-jnp.eye(2), jnp.ones(2), 0.1, "rk4")
+    with pytest.raises(ValueError, match="method"):
+        discretize(-jnp.ones(2), jnp.ones(2), 0.1, "ZOH")
+    with pytest.raises(ValueError, match="A must be a square"):
+        discretize_dense(-jnp.ones((2, 3)), jnp.ones(2), 0.1)
+    with pytest.raises(ValueError, match="B must have shape"):
+        discretize(-jnp.eye(3), jnp.ones(2), 0.1)
+    with pytest.raises(ValueError, match="B must have shape"):
+        discretize(-jnp.eye(3)[None].repeat(2, 0), jnp.ones(2), 0.1)
+    with pytest.raises(ValueError, match="step"):
+        discretize(-jnp.eye(3)[None].repeat(2, 0), jnp.ones(3), jnp.array([0.1, 0.2, 0.3]))
+    with pytest.raises(ValueError, match="broadcast"):
+        discretize(-jnp.ones(3), jnp.ones(2), 0.1)
+    with pytest.raises(ValueError, match="A must be finite"):
+        discretize(jnp.array([-1.0, jnp.nan]), jnp.ones(2), 0.1)
+    with pytest.raises(ValueError, match="B must be finite"):
+        discretize(-jnp.eye(2), jnp.array([1.0, jnp.inf]), 0.1)
