@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
 
-from ._validation import check_positive_finite
+from ._validation import check_positive_finite, check_positive_int
+from .hippo import dplr_legs
 
 __all__ = ["log_step"]
 
@@ -158,3 +163,73 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
 
 
 # --- S5: block-diagonal HiPPO-N initialisation (chapter 7) -------------------------------
+
+__all__ += ["block_hippo_n", "s5_init"]
+
+
+def block_hippo_n(state_size: int, blocks: int = 1, *, conj_sym: bool = True):
+    """Eigendecomposition of S5's initial state matrix: J = ``blocks`` copies of HiPPO-N.
+
+    ``A = blockdiag(A_N, …, A_N)`` with each block the R×R normal part of HiPPO-LegS,
+    R = P / J. Each block is diagonalised stably by :func:`annotated_ssm.hippo.dplr_legs`
+    (Hermitian eigensolver), so ``A V = V diag(Λ)`` with V unitary and block-diagonal.
+
+    With ``conj_sym`` only one eigenvalue of each conjugate pair is kept (the first R/2 of
+    every block, those with Im Λ > 0), and the matching columns of V: the layer then
+    computes ``2·Re(C̃ x)`` over these P/2 states, which equals ``C̃ x`` over all P.
+
+    Args:
+        state_size: P, the state size of the full real system.
+        blocks: J, the number of HiPPO-N blocks; must divide P.
+        conj_sym: keep half of each block (then R = P/J must be even).
+
+    Returns:
+        Lambda: (P',) complex128 eigenvalues, block by block; P' = P/2 with conj_sym, else P.
+        V: (P, P') complex128, the kept eigenvectors (columns).
+    """
+    P = check_positive_int("state_size", state_size)
+    J = check_positive_int("blocks", blocks)
+    if P % J:
+        raise ValueError(f"blocks must divide state_size; got state_size={P}, blocks={J} (P / J = {P / J:g}).")
+    R = P // J
+    if conj_sym and R % 2:
+        raise ValueError(
+            f"state_size / blocks must be even with conj_sym=True (one state of each conjugate pair is "
+            f"kept); got block size {R} from state_size={P}, blocks={J}."
+        )
+    Lambda_block, _, _, V_block = dplr_legs(R)
+    keep = R // 2 if conj_sym else R
+    Lambda_block, V_block = Lambda_block[:keep], V_block[:, :keep]
+    Lambda = np.tile(Lambda_block, J)
+    V = scipy.linalg.block_diag(*([V_block] * J))
+    return Lambda, V
+
+
+class S5Init(NamedTuple):
+    """Initial S5 parameters (complex64). Shapes: Lambda (P',), B_tilde (P', H),
+    C_tilde (H, P') or (H, 2P') when bidirectional (forward states first)."""
+
+    Lambda: jax.Array
+    B_tilde: jax.Array
+    C_tilde: jax.Array
+
+
+def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *, conj_sym: bool = True,
+            bidirectional: bool = False) -> S5Init:
+    """S5's initialisation: Λ, V from :func:`block_hippo_n`; ``B̃ = V⁻¹B``, ``C̃ = CV``.
+
+    B (P×H) and C (H×P) are sampled real, with variance 1/H and 1/P (LeCun normal): a real
+    system with block-diagonal HiPPO-N dynamics. Because V is unitary, ``V⁻¹ = V*``; keeping
+    conjugate pairs' halves keeps the map u ↦ y of that real system exactly (``y = 2·Re(C̃x)``).
+    A bidirectional layer gets a second, independently sampled C for the backward scan.
+    """
+    H = check_positive_int("d_model", d_model)
+    Lambda, V = block_hippo_n(state_size, blocks, conj_sym=conj_sym)
+    P = V.shape[0]
+    key_B, key_C = jax.random.split(key)
+    B = np.asarray(jax.random.normal(key_B, (P, H), jnp.float32), np.float64) / np.sqrt(H)
+    n_C = 2 if bidirectional else 1
+    C = np.asarray(jax.random.normal(key_C, (n_C, H, P), jnp.float32), np.float64) / np.sqrt(P)
+    B_tilde = V.conj().T @ B
+    C_tilde = np.concatenate([c @ V for c in C], axis=-1)
+    return S5Init(*(jnp.asarray(x, jnp.complex64) for x in (Lambda, B_tilde, C_tilde)))
