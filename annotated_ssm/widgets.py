@@ -50,11 +50,15 @@ class Explorer:
         return self.draw(**{**self.values(), **overrides})
 
     def _redraw(self, *_):
-        with self.output:
-            clear_output(wait=True)
-            fig = self.figure()
-            display(fig)
-            plt.close(fig)
+        fig = self.figure()
+        # Replace the Output widget's contents directly instead of `with self.output:
+        # display(fig)`: capturing display messages needs a frontend, so under nbval (no
+        # frontend) the figure would leak into the cell's own outputs and break the
+        # comparison. Setting the `outputs` trait works the same live, in nbclient and nbval.
+        with self.output.hold_sync():
+            self.output.outputs = ()
+            self.output.append_display_data(fig)
+        plt.close(fig)
 
     def _render_png(self, values: dict) -> str:
         fig = self.draw(**values)

@@ -90,12 +90,21 @@ def test_diagonal_fast_path_equals_dense_expm_path():
     np.testing.assert_allclose(basis_functions(A, B, t), dense, rtol=1e-12, atol=1e-14)
 
 
+def test_defective_A_matches_jordan_closed_form():
+    # A Jordan block has no eigenvector basis: e^{tA} = e^{-t} [[1, t], [0, 1]].
+    A = np.array([[-1.0, 1.0], [0.0, -1.0]])
+    t = np.linspace(0, 6, 31)
+    expected = np.exp(-t)[:, None] * np.stack([1 + 2 * t, 2 * np.ones_like(t)], axis=1)  # B = (1, 2)
+    assert relative_error(basis_functions(A, np.array([1.0, 2.0]), t), expected) < 1e-13
+    assert relative_error(impulse_response(A, np.array([1.0, 2.0]), np.array([0.0, 1.0]), t), 2 * np.exp(-t)) < 1e-13
+
+
 def test_basis_functions_matrix_B_and_scalar_t():
     A, B, _, _ = random_stable_system(N=4, M=3, P=2)
     out = basis_functions(A, B, 0.7)
     assert out.shape == (1, 4, 3)
     np.testing.assert_allclose(out[0], scipy.linalg.expm(0.7 * A) @ B, rtol=1e-12)
-    np.testing.assert_allclose(basis_functions(A, B, [0.0])[0], B, rtol=0, atol=0)  # e^{0A} = I
+    np.testing.assert_allclose(basis_functions(A, B, [0.0])[0], B, rtol=0, atol=1e-14)  # e^{0A} = I
 
 
 def test_impulse_response_matches_scipy_signal():
