@@ -106,6 +106,160 @@ def _fast_fft_length(n: int) -> int:
 
 # --- DSS: the exp and softmax kernels (chapter 5) ---------------------------------------
 
+import jax as _jax  # noqa: E402  (section-local imports: other sections edit this file too)
+
+from ._validation import check_choice as _check_choice  # noqa: E402
+from ._validation import check_positive_finite as _check_positive_finite  # noqa: E402
+from ._validation import is_concrete as _is_concrete  # noqa: E402
+
+__all__ += ["DSS_VARIANTS", "dss_coefficients", "dss_kernel"]
+
+DSS_VARIANTS = ("exp", "softmax")
+
+# Above this many entries of the (H, N/2, L) matrix e^{λΔℓ}, dss_kernel works in chunks of
+# the length axis instead of building the whole matrix (2^22 complex64 numbers = 32 MiB).
+_DSS_MAX_ENTRIES = 1 << 22
+
+
+def _reciprocal(x, eps):
+    """A bounded ``1/x``: ``conj(x) / (|x|² + eps)`` (DSS, Appendix A.2).
+
+    Equal to 1/x up to a relative ``eps/|x|²``; finite (at most ``1/(2√eps)``) and
+    differentiable everywhere, including at x = 0.
+    """
+    return jnp.conj(x) / (jnp.real(x * jnp.conj(x)) + eps)
+
+
+def _check_dss_inputs(Lambda, W, step, L, variant):
+    L = check_positive_int("L", L)
+    _check_choice("variant", variant, DSS_VARIANTS)
+    if np.ndim(Lambda) not in (1, 2):
+        raise ValueError(
+            f"Lambda must have shape (N/2,) or (H, N/2) (one eigenvalue per conjugate pair); "
+            f"got shape {np.shape(Lambda)}."
+        )
+    if np.ndim(step) != 1:
+        raise ValueError(f"step must have shape (H,) (one step size per channel); got shape {np.shape(step)}.")
+    H, half = np.shape(step)[0], np.shape(Lambda)[-1]
+    if np.ndim(Lambda) == 2 and np.shape(Lambda)[0] != H:
+        raise ValueError(
+            f"Lambda of shape (H, N/2) must have H = {H} rows (from step of shape {np.shape(step)}); "
+            f"got shape {np.shape(Lambda)}."
+        )
+    if np.ndim(W) < 2 or np.shape(W)[-2:] != (H, half):
+        raise ValueError(
+            f"W must have shape (..., H, N/2) = (..., {H}, {half}) (from step and Lambda); "
+            f"got shape {np.shape(W)}."
+        )
+    check_finite("Lambda", Lambda)
+    check_finite("W", W)
+    _check_positive_finite("step", step)
+    if variant == "exp" and _is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
+        raise ValueError(
+            "Lambda must have real parts <= 0 for variant 'exp' (e^{λΔℓ} would grow without bound); "
+            f"got max Re(Lambda) = {np.max(np.real(np.asarray(Lambda))):.3g}. Use variant='softmax' for "
+            "an unconstrained real part."
+        )
+    return L
+
+
+def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-7):
+    """The per-state weights and time shifts of a DSS kernel: ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
+
+    DSS-exp (Proposition 1a): ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n`` and ``s_n = 0``.
+
+    DSS-softmax (Proposition 1b): ``K̄_ℓ = 2 Re Σ_n (W_n/λ_n) softmax_ℓ(λ_nΔℓ)`` with the
+    softmax over ℓ = 0 … L-1. Like a real softmax, it is evaluated after shifting every row
+    by the entry with the largest real part: ``s_n = 0`` when Re(λ_n) <= 0 and ``s_n = L-1``
+    when Re(λ_n) > 0, so no exponent ever has a positive real part. With ``a = ±λΔ`` (the
+    sign that makes Re(a) <= 0) the shifted row sums to the geometric series
+    ``(e^{aL} - 1)/(e^{a} - 1)``, hence ``c_n = W_n (e^{a} - 1) / (λ_n (e^{aL} - 1))``. The
+    reciprocal is the bounded ``conj(x)/(|x|² + eps)``, which guards the singular set of
+    Proposition 1 (``e^{λLΔ} = 1``, including λ = 0) instead of dividing by zero.
+
+    Args:
+        Lambda: (N/2,) or (H, N/2) complex eigenvalues (one of each conjugate pair).
+        W: (..., H, N/2) complex weights (e.g. (2, H, N/2) for a bidirectional layer).
+        step: (H,) Δ > 0 per channel.
+        L: kernel length.
+        variant: "exp" or "softmax".
+        eps: regulariser of the softmax reciprocal (changes 1/x by a relative eps/|x|²).
+
+    Returns:
+        coef: (..., H, N/2) complex, the c_n above.
+        shift: (H, N/2) real, the s_n above (0 or L-1).
+        dtLambda: (H, N/2) complex, λ_n Δ.
+    """
+    L = _check_dss_inputs(Lambda, W, step, L, variant)
+    Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
+    H = step.shape[0]
+    Lambda = jnp.broadcast_to(Lambda, (H, Lambda.shape[-1]))
+    dtLambda = step[:, None] * Lambda  # (H, N/2)
+    zeros = jnp.zeros(dtLambda.shape, dtype=step.dtype)
+    if variant == "exp":
+        # (e^{λΔ} - 1)/λ = Δ · expm1(λΔ)/(λΔ): expm1 keeps it accurate when |λΔ| is tiny
+        # (e^{λΔ} - 1 would cancel to a few digits in float32), and the `where` keeps value
+        # and gradient finite at λΔ = 0, where the ratio is 1.
+        small = jnp.abs(dtLambda) < 1e-6
+        safe = jnp.where(small, jnp.ones_like(dtLambda), dtLambda)
+        ratio = jnp.where(small, 1 + dtLambda / 2, jnp.expm1(safe) / safe)
+        return W * (step[:, None] * ratio), zeros, dtLambda
+    positive = jnp.real(Lambda) > 0
+    a = jnp.where(positive, -dtLambda, dtLambda)  # Re(a) <= 0 always
+    numerator = jnp.expm1(a)  # e^{a} - 1
+    denominator = Lambda * jnp.expm1(a * L)  # λ (e^{aL} - 1): zero exactly when e^{λLΔ} = 1
+    coef = W * (numerator * _reciprocal(denominator, eps))
+    shift = jnp.where(positive, jnp.asarray(L - 1, step.dtype), zeros)
+    return coef, shift, dtLambda
+
+
+def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-7, chunk: int | None = None):
+    """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
+
+    ``K̄_ℓ = 2 Re Σ_{n<N/2} c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s) from :func:`dss_coefficients`:
+    DSS-exp needs Re(λ) <= 0 (layers use λ = -exp(·) + i·); DSS-softmax takes any λ and is
+    evaluated without exponentiating a positive real part. Only N/2 eigenvalues are kept
+    (conjugate symmetry), hence the factor 2 and the real part.
+
+    The (H, N/2, L) matrix of exponentials is built in chunks of the length axis when it
+    would exceed ``2^22`` entries, each chunk recomputed in the backward pass
+    (``jax.checkpoint``), so memory stays O(H·N·chunk) under ``grad`` too. Works under
+    ``jit``, ``grad`` and ``vmap``.
+
+    Args:
+        Lambda: (N/2,) (shared by the channels, as in DSS) or (H, N/2) complex.
+        W: (..., H, N/2) complex.
+        step: (H,) Δ > 0.
+        L: kernel length >= 1.
+        variant: "exp" or "softmax".
+        eps: see :func:`dss_coefficients`.
+        chunk: length of the L-chunks; None chooses automatically (no chunking when small).
+
+    Returns:
+        (..., H, L) real, float32 for float32/complex64 inputs.
+    """
+    coef, shift, dtLambda = dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+    H, half = dtLambda.shape
+    if chunk is None:
+        chunk = L if H * half * L <= _DSS_MAX_ENTRIES else max(1, _DSS_MAX_ENTRIES // (H * half))
+    chunk = min(check_positive_int("chunk", chunk), L)
+    real_dtype = jnp.real(coef).dtype
+
+    def block(positions):
+        # positions: (c,) time indices; exponents λΔ(ℓ - s) all have Re <= 0.
+        exponent = dtLambda[..., None] * (positions - shift[..., None])  # (H, N/2, c)
+        return 2 * jnp.real(jnp.einsum("...hn,hnc->...hc", coef, jnp.exp(exponent)))
+
+    if chunk == L:
+        return block(jnp.arange(L, dtype=real_dtype))
+    n_chunks = -(-L // chunk)
+    # Padded positions past L-1 are clamped to L-1 (then dropped): an exponent with a
+    # positive real part must never appear, even in discarded entries, or grad sees inf·0.
+    positions = jnp.minimum(jnp.arange(n_chunks * chunk), L - 1).astype(real_dtype).reshape(n_chunks, chunk)
+    blocks = _jax.lax.map(_jax.checkpoint(block), positions)  # (n_chunks, ..., H, c)
+    K = jnp.moveaxis(blocks, 0, -2)  # (..., H, n_chunks, c)
+    return K.reshape(K.shape[:-2] + (n_chunks * chunk,))[..., :L]
+
 
 # --- S4D: the Vandermonde kernel (chapter 6) --------------------------------------------
 
