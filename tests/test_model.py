@@ -1,0 +1,144 @@
+"""Models: shapes of every variant with every layer, causality, the recurrent form and
+generation against the full-sequence (convolution / scan) form, and input errors."""
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from annotated_ssm.layers import LAYERS
+from annotated_ssm.model import CausalSequenceModel, ResidualBlock, SequenceClassifier
+
+
+def _importable(name):
+    try:
+        importlib.import_module(LAYERS[name][0])
+        return True
+    except ImportError:
+        return False
+
+
+layer_names = pytest.mark.parametrize(
+    "layer", [pytest.param(n, marks=pytest.mark.skipif(not _importable(n), reason=f"{n} not written yet")) for n in LAYERS]
+)
+
+SMALL = dict(d_model=8, n_layers=2, state_size=4)
+
+
+def relative_error(a, b):
+    return float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
+
+
+def inputs(shape, seed=1):
+    return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
+
+
+@layer_names
+@pytest.mark.parametrize("pooling,bidirectional", [("mean", True), ("last", False)])
+def test_classifier_shapes(layer, pooling, bidirectional):
+    model = SequenceClassifier(layer, 3, 5, pooling=pooling, bidirectional=bidirectional, rngs=nnx.Rngs(0), **SMALL)
+    x = inputs((4, 12, 3))
+    logits = model(x)
+    assert logits.shape == (4, 5) and logits.dtype == jnp.float32
+    assert bool(jnp.all(jnp.isfinite(logits)))
+    # an unbatched sequence gives the same answer as in a batch
+    np.testing.assert_allclose(model(x[1]), logits[1], rtol=1e-5, atol=1e-6)
+
+
+@layer_names
+def test_bidirectional_classifier_sees_the_future_causal_one_does_not(layer):
+    x = inputs((2, 10, 1))
+    x_changed = x.at[:, 5:].add(1.0)
+    for bidirectional in (False, True):
+        model = SequenceClassifier(layer, 1, 3, bidirectional=bidirectional, rngs=nnx.Rngs(0), **SMALL)
+        features = model.features(x)
+        changed = model.features(x_changed)
+        past_moved = float(jnp.max(jnp.abs(features[:, :5] - changed[:, :5])))
+        if bidirectional:
+            assert past_moved > 1e-3
+        else:
+            assert past_moved < 1e-5, past_moved
+
+
+@layer_names
+@pytest.mark.parametrize("norm,glu", [("layer", True), ("batch", False)])
+def test_causal_model_recurrent_equals_full_sequence(layer, norm, glu):
+    model = CausalSequenceModel(layer, 2, 3, norm=norm, glu=glu, rngs=nnx.Rngs(0), **SMALL)
+    x = inputs((3, 16, 2))
+    if norm == "batch":  # give the running statistics non-trivial values, then freeze them
+        model.train()
+        model(x)
+    model.eval()
+    y = model(x)
+    assert y.shape == (3, 16, 3)
+    err = relative_error(model.recurrent(x), y)
+    print(f"{layer}: max |recurrent - full| / max |full| = {err:.1e}")
+    assert err < 2e-5
+
+
+@layer_names
+def test_generation_reproduces_full_sequence_output(layer):
+    model = CausalSequenceModel(layer, 1, 1, rngs=nnx.Rngs(2), **SMALL)
+    model.eval()
+    prompt = inputs((2, 6, 1))
+    out = model.generate(prompt, 10)
+    assert out.shape == (2, 6 + 10 - 1, 1)
+    # The generated continuation, fed to the convolutional form as ordinary input, must give
+    # back exactly what the recurrence produced at every step.
+    continuation = out[:, 5:-1]
+    full_input = jnp.concatenate([prompt, continuation], axis=1)
+    err = relative_error(model(full_input), out)
+    print(f"{layer}: max |generate - full| / max |full| = {err:.1e}")
+    assert err < 2e-5
+    assert float(jnp.max(jnp.abs(out[:, 5:] - out[:, 5:6]))) > 1e-4  # it does not just repeat itself
+
+
+@layer_names
+def test_residual_block_is_identity_plus_update(layer):
+    block = ResidualBlock(layer, 8, 4, rngs=nnx.Rngs(0))
+    x = inputs((2, 7, 8))
+    y = block(x)
+    assert y.shape == x.shape
+    # zeroing the output mixing leaves only the residual path
+    block.mix.kernel[...] = jnp.zeros_like(block.mix.kernel[...])
+    block.mix.bias[...] = jnp.zeros_like(block.mix.bias[...])
+    np.testing.assert_array_equal(block(x), x)
+
+
+def test_dropout_only_in_training_mode():
+    layer = next(n for n in LAYERS if _importable(n))
+    model = SequenceClassifier(layer, 1, 3, dropout=0.5, rngs=nnx.Rngs(0), **SMALL)
+    x = inputs((2, 10, 1))
+    model.eval()
+    np.testing.assert_array_equal(model(x), model(x))
+    model.train()
+    assert float(jnp.max(jnp.abs(model(x) - model(x)))) > 1e-4
+
+
+def test_errors_name_the_argument_and_the_allowed_values():
+    layer = next(n for n in LAYERS if _importable(n))
+    with pytest.raises(ValueError, match="layer 'lstm'.*'s4'.*'dss'.*'s4d'.*'s5'"):
+        SequenceClassifier("lstm", 1, 10, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="pooling 'max'.*'mean'.*'last'"):
+        SequenceClassifier(layer, 1, 10, pooling="max", rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match="norm 'group'.*'layer'.*'batch'"):
+        SequenceClassifier(layer, 1, 10, norm="group", rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match="dropout"):
+        SequenceClassifier(layer, 1, 10, dropout=1.0, rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match="n_classes"):
+        SequenceClassifier(layer, 1, 1, rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match="bidirectional must be False"):
+        CausalSequenceModel(layer, 1, 1, bidirectional=True, rngs=nnx.Rngs(0), **SMALL)
+    model = CausalSequenceModel(layer, 2, 1, rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match=r"x must have 2 channels.*got shape \(4, 10, 3\)"):
+        model(jnp.zeros((4, 10, 3)))
+    with pytest.raises(ValueError, match="x must have 2 or 3 dimensions"):
+        model(jnp.zeros((10,)))
+    with pytest.raises(ValueError, match="d_output must equal d_input"):
+        model.generate(jnp.zeros((1, 3, 2)), 4)
+    square = CausalSequenceModel(layer, 1, 1, rngs=nnx.Rngs(0), **SMALL)
+    with pytest.raises(ValueError, match="n_steps"):
+        square.generate(jnp.zeros((1, 3, 1)), 0)
