@@ -254,3 +254,24 @@ def test_layer_bad_input():
         layer(jnp.zeros((10, 3)))
     with pytest.raises(ValueError, match="u must have"):
         layer(jnp.zeros((10,)))
+
+
+@pytest.mark.skipif(not hasattr(kernels, "s4_kernel"), reason="kernels.s4_kernel (chapter 4) not present")
+@pytest.mark.parametrize("name", ["legs", "inv", "lin"])
+def test_equals_s4_kernel_without_low_rank_term(name):
+    """S4D is S4 with P = 0: S4's Cauchy/Woodbury kernel (bilinear) with the low-rank part set
+    to zero equals the Vandermonde kernel. S4 learns C̃ = C (I - Ā^L), so pass that."""
+    A, B, C = float32_inputs(diagonal_init(name, 64))
+    L = 1024
+    with jax.enable_x64(True):
+        A64, B64, C64, step = A.astype(np.complex128), B.astype(np.complex128), C.astype(np.complex128), STEPS
+        A_bar, _ = discretize.discretize_diagonal(A64, B64, step.astype(np.float64), "bilinear")
+        C_tilde = C64 * (1 - np.asarray(A_bar) ** L)
+        K_s4 = kernels.s4_kernel(A64, np.zeros_like(A64), B64, C_tilde, step[:, 0].astype(np.float64), L)
+        K_s4d = kernels.vandermonde_kernel(A64, B64, C64, step.astype(np.float64), L, method="bilinear")
+        assert relative_error(K_s4, K_s4d) < 1e-9
+    # And in float32, the two fast algorithms agree to float32 accuracy.
+    A_bar32 = np.asarray(discretize.discretize_diagonal(A, B, STEPS, "bilinear")[0])
+    K32 = kernels.s4_kernel(A, np.zeros_like(A), B, (C * (1 - A_bar32.astype(np.complex128) ** L)).astype(np.complex64),
+                            STEPS[:, 0], L)
+    assert relative_error(K32, K_s4d) < 1e-4
