@@ -103,6 +103,172 @@ def _fast_fft_length(n: int) -> int:
 
 # --- S4: the DPLR kernel through Cauchy products (chapter 4) -----------------------------
 
+# Imported here so this section stays self-contained (the module's imports are shared).
+import jax  # noqa: E402
+
+from ._validation import check_positive_finite  # noqa: E402
+
+__all__ += ["cauchy", "s4_kernel", "s4_nodes"]
+
+
+def cauchy(v, z, lambd, *, conjugate: bool = False):
+    """The Cauchy kernel ``k_j = Σ_n v_n / (z_j - λ_n)``.
+
+    The reciprocal ``1/(z_j - λ_n)`` depends only on ``z`` and ``λ``: give ``v`` an extra
+    axis (e.g. ``v`` (..., 4, M) with ``lambd`` (..., 1, M) and ``z`` (..., 1, F)) and the
+    reciprocal is computed once and shared by every row of ``v`` — S4's kernel needs four
+    Cauchy products with the same ``z`` and ``λ``.
+
+    Args:
+        v: (..., M) complex weights.
+        z: (..., F) complex evaluation points.
+        lambd: (..., M) complex poles; all three broadcast together (batch axes).
+        conjugate: also include the conjugate poles: each sum becomes
+            ``Σ_n [v_n / (z_j - λ_n) + conj(v_n) / (z_j - conj(λ_n))]``, the Cauchy sum over
+            all N = 2M states of a conjugate-symmetric system of which only M are stored.
+            The two terms of a pair share one denominator
+            ``(z - λ)(z - conj λ) = z² - 2 Re(λ) z + |λ|²``, so a pair costs one division.
+
+    Returns:
+        (..., F) complex.
+    """
+    v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
+    z = z[..., None, :]  # (..., 1, F)
+    lambd = lambd[..., :, None]  # (..., M, 1)
+    v = v[..., :, None]
+    if not conjugate:
+        return jnp.sum(v / (z - lambd), axis=-2)
+    # v/(z-λ) + v̄/(z-λ̄) = (2 Re(v) z - 2 Re(v λ̄)) / (z² - 2 Re(λ) z + |λ|²)
+    reciprocal = 1 / (z * z - 2 * lambd.real * z + (lambd * jnp.conj(lambd)).real)
+    numerator = 2 * v.real * z - 2 * (v * jnp.conj(lambd)).real
+    return jnp.sum(numerator * reciprocal, axis=-2)
+
+
+def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The frequencies where S4 evaluates its generating function, in the bilinear variable.
+
+    At the roots of unity ``ω_j = exp(-2πi j/L)``, the bilinear map
+    ``(1 - ω)/(1 + ω) = i tan(πj/L)`` is purely imaginary (the unit circle is mapped onto the
+    imaginary axis), and ``2/(1 + ω) = 1 + i tan(πj/L)``. Computing ``tan`` in float64 here
+    (these are constants) avoids the cancellation of ``1 - ω`` near ω = 1 in float32.
+
+    The root ω = -1 (j = L/2, even L only) maps to infinity and is left out; S4's kernel
+    uses its exact value there, ``K̂(-1) = (Δ/2) C̃ B``.
+
+    Args:
+        L: kernel length.
+        half: only ``j = 0 … L//2`` (enough for a real kernel, whose transform is Hermitian);
+            otherwise ``j = 0 … L-1``.
+
+    Returns:
+        j: (F,) int, the indices kept (j = L/2 excluded).
+        tan: (F,) float64, ``tan(πj/L)``.
+    """
+    L = check_positive_int("L", L)
+    j = np.arange(L // 2 + 1 if half else L)
+    j = j[2 * j != L]
+    return j, np.tan(np.pi * j / L)
+
+
+def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True, chunk_size: int | None = None):
+    """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4.
+
+    ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L`` where ``C̃ = C (I - Ā^L)`` is the parameter S4 learns.
+    Steps: evaluate the truncated generating function ``K̂(ω) = C̃ (I - Āω)⁻¹ B̄`` at the roots
+    of unity through four Cauchy products and the Woodbury identity,
+
+        g = (2/Δ)(1 - ω)/(1 + ω),  c = 2/(1 + ω)
+        k00, k01, k10, k11 = Σ_n [C̃B, C̃P, Q̄B, Q̄P]_n / (g - Λ_n)
+        K̂ = c (k00 - k01 k10 / (1 + k11)),
+
+    then ``K̄ = iFFT(K̂)``. O(N L) work; the four products share one reciprocal.
+
+    Args:
+        Lambda: (..., M) complex diagonal Λ. With ``conjugate`` (default), these are one of
+            each conjugate pair of a real system with N = 2M states.
+        P, B, C_tilde: (..., M) complex. ``C_tilde`` may have extra leading axes (e.g. two
+            output vectors of a bidirectional layer); everything broadcasts.
+        step: (...) real Δ > 0, broadcast against the batch axes of Λ (e.g. (H,) for
+            Λ of shape (H, M)).
+        L: kernel length >= 1.
+        Q: (..., M) complex; defaults to P (true for HiPPO).
+        conjugate: the stored states are one of each conjugate pair; every Cauchy sum then
+            includes the conjugate terms, and only the frequencies ``j ≤ L/2`` are computed
+            (the kernel is real, so its transform is Hermitian). Returns a real kernel.
+            Without it, the states are taken as given, all L frequencies are computed, and
+            the kernel is complex.
+        chunk_size: evaluate the frequencies in chunks of this many with ``lax.map`` (and
+            recompute them in the backward pass), so that no (M, L) Cauchy matrix is ever
+            stored: memory O(M · chunk_size) instead of O(M · L). None: all at once.
+
+    Returns:
+        (..., L): real (``conjugate``) or complex. The batch shape is that of all inputs
+        broadcast together.
+    """
+    L = check_positive_int("L", L)
+    if chunk_size is not None:
+        chunk_size = check_positive_int("chunk_size", chunk_size)
+    Q = P if Q is None else Q
+    names = ("Lambda", "P", "Q", "B", "C_tilde")
+    arrays = [jnp.asarray(a) for a in (Lambda, P, Q, B, C_tilde)]
+    for name, a in zip(names, arrays):
+        if a.ndim < 1:
+            raise ValueError(f"{name} must have a state axis (..., M); got a scalar.")
+    M = arrays[0].shape[-1]
+    for name, a in zip(names, arrays):
+        if a.shape[-1] != M:
+            raise ValueError(
+                f"{name} must have M = {M} states on its last axis (from Lambda's shape "
+                f"{arrays[0].shape}); got shape {a.shape}."
+            )
+    check_positive_finite("step", step)
+    Lambda, P, Q, B, C_tilde = arrays
+    step = jnp.asarray(step)
+    real_dtype = jnp.result_type(*(jnp.real(a).dtype for a in arrays), step.dtype)
+    complex_dtype = jnp.result_type(real_dtype, jnp.complex64)
+    Lambda, P, Q, B, C_tilde = (a.astype(complex_dtype) for a in (Lambda, P, Q, B, C_tilde))
+    step = step.astype(real_dtype)[..., None]  # (..., 1): broadcasts against the state axis
+
+    # The four weight vectors, stacked on a new axis (..., 4, M): the Cauchy products share z, Λ.
+    Qc = jnp.conj(Q)
+    first = jnp.stack(jnp.broadcast_arrays(C_tilde * B, C_tilde * P), axis=-2)
+    second = jnp.stack(jnp.broadcast_arrays(Qc * B, Qc * P), axis=-2)
+    first, second = jnp.broadcast_arrays(first, second)
+    weights = jnp.concatenate([first, second], axis=-2)
+    poles = Lambda[..., None, :]  # (..., 1, M)
+    scale = (2 / step)[..., None]  # (..., 1, 1): g = scale · i tan
+
+    def generating_function(tan):
+        """K̂ at the nodes with the given tan(πj/L), shape (F,) -> (..., F)."""
+        g = scale * (1j * tan)  # (..., 1, F)
+        k = cauchy(weights, g, poles, conjugate=conjugate)  # (..., 4, F)
+        k00, k01, k10, k11 = k[..., 0, :], k[..., 1, :], k[..., 2, :], k[..., 3, :]
+        c = 1 + 1j * tan  # 2/(1 + ω)
+        return c * (k00 - k01 * k10 / (1 + k11))
+
+    j, tan = s4_nodes(L, half=conjugate)
+    tan = jnp.asarray(tan, dtype=real_dtype)
+    if chunk_size is None or chunk_size >= tan.shape[0]:
+        K_hat = generating_function(tan)
+    else:
+        n_chunks = -(-tan.shape[0] // chunk_size)
+        padded = jnp.pad(tan, (0, n_chunks * chunk_size - tan.shape[0]))
+        # checkpoint: the backward pass recomputes each chunk instead of storing it.
+        chunks = jax.lax.map(jax.checkpoint(generating_function), padded.reshape(n_chunks, chunk_size))
+        K_hat = jnp.moveaxis(chunks, 0, -2).reshape(chunks.shape[1:-1] + (-1,))[..., : tan.shape[0]]
+
+    if L % 2 == 0:
+        # ω = -1: (I + Ā)⁻¹ B̄ = Δ B / 2 for the bilinear Ā, so K̂(-1) = (Δ/2) C̃ B.
+        CB = C_tilde * B
+        total = 2 * jnp.sum(CB.real, axis=-1) if conjugate else jnp.sum(CB, axis=-1)
+        nyquist = (step[..., 0] / 2 * total).astype(complex_dtype)
+        nyquist = jnp.broadcast_to(nyquist, K_hat.shape[:-1])[..., None]
+        split = L // 2
+        K_hat = jnp.concatenate([K_hat[..., :split], nyquist, K_hat[..., split:]], axis=-1)
+    if conjugate:
+        return jnp.fft.irfft(K_hat, n=L, axis=-1)
+    return jnp.fft.ifft(K_hat, n=L, axis=-1)
+
 
 # --- DSS: the exp and softmax kernels (chapter 5) ---------------------------------------
 

@@ -106,5 +106,86 @@ def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 
+__all__ += ["s5_system_figure", "scan_timing_figure", "irregular_sampling_figure"]
+
+
+def s5_system_figure(Lambda, step, Lambda_bar, responses: dict, *, blocks: int = 1, title: str | None = None):
+    """An S5 system at a glance: continuous eigenvalues, discrete ones, impulse responses.
+
+    Args:
+        Lambda: (P',) continuous eigenvalues, in block order (P'/blocks per block).
+        step: (P',) the timescale Δ of each state.
+        Lambda_bar: (P',) discrete eigenvalues exp(ΛΔ).
+        responses: "out ← in" label -> (T,) impulse response of that input/output pair.
+        blocks: J, used to colour the eigenvalues by block.
+    """
+    Lambda, step, Lambda_bar = (np.asarray(x) for x in (Lambda, step, Lambda_bar))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    block_of = np.repeat(np.arange(blocks), len(Lambda) // blocks)
+    colors = plt.cm.tab10(block_of % 10)
+    complex_plane(axes[0], Lambda, c=colors)
+    axes[0].set_title("Λ (continuous): every block has the same eigenvalues")
+    # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times per step.
+    memory = 1 / (-Lambda.real * step)
+    frequency = np.abs(Lambda.imag) * step / (2 * np.pi)
+    axes[1].scatter(memory, frequency, c=colors, s=18)
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("memory 1/(-Re(Λ)Δ)  (time steps)")
+    axes[1].set_ylabel("cycles per step  Im(Λ)Δ/2π")
+    axes[1].set_title("Λ̄ = exp(ΛΔ): a timescale per state")
+    for label, response in responses.items():
+        axes[2].plot(np.asarray(response), lw=1.2, label=label)
+    axes[2].axhline(0, color="0.7", lw=0.8)
+    axes[2].set_xlabel("time step ℓ")
+    axes[2].set_title("impulse responses K̄[out, in]")
+    axes[2].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def scan_timing_figure(lengths, timings: dict):
+    """Wall-clock time against sequence length L, log-log, one line per method.
+
+    Args:
+        lengths: (K,) sequence lengths.
+        timings: label -> (K,) seconds per call.
+    """
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for label, seconds in timings.items():
+        ax.loglog(lengths, np.asarray(seconds) * 1e3, "o-", label=label)
+    ax.set_xlabel("sequence length L")
+    ax.set_ylabel("time per call (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def irregular_sampling_figure(t_fine, target_fine, t_obs, observations, predictions: dict, *,
+                              observed_label: str = "observed", target_label: str = "target"):
+    """Top: a signal and its irregular observations. Bottom: a target against predictions.
+
+    Args:
+        t_fine, target_fine: (T,) the dense target trajectory (for reference).
+        t_obs: (L,) observation times; observations: (L,) the observed values.
+        predictions: label -> (L,) predictions of the target at the observation times.
+    """
+    fig, axes = plt.subplots(2, 1, figsize=(10, 5.2), sharex=True)
+    axes[0].plot(t_obs, observations, "o", ms=3.5, color="C0", label=observed_label)
+    axes[0].vlines(t_obs, 0, observations, color="C0", alpha=0.25, lw=0.8)
+    axes[0].axhline(0, color="0.7", lw=0.8)
+    axes[0].legend(fontsize=8, loc="upper right")
+    axes[1].plot(t_fine, target_fine, color="black", lw=2, alpha=0.35, label=target_label)
+    for (label, values), marker in zip(predictions.items(), "xs^v"):
+        axes[1].plot(t_obs, values, marker, ms=4, ls="", label=label)
+    axes[1].set_xlabel("time t")
+    axes[1].legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
 
 # --- Chapter 8: training ----------------------------------------------------------------

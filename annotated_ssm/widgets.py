@@ -120,3 +120,34 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
 
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
+
+__all__ += ["s5_explorer"]
+
+
+def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 2))) -> Explorer:
+    """S5's initialisation: choose P, J and the Δ range; see Λ, Λ̄ and a few impulse responses.
+
+    Each redraw builds ``S5Layer(d_model, P, blocks=J, step_min, step_max)`` with a fixed seed
+    and plots its eigenvalues (coloured by block) and the responses K̄[out, in] of ``pairs``.
+    """
+    import numpy as np
+    from flax import nnx
+
+    from .layers.s5 import S5Layer
+    from .plotting import s5_system_figure
+
+    def draw(P, J, log10_step):
+        layer = S5Layer(d_model, P, blocks=J, step_min=10 ** log10_step[0], step_max=10 ** log10_step[1], rngs=nnx.Rngs(0))
+        system = layer.discrete_system(length)
+        K = np.asarray(layer.impulse_response(length))
+        responses = {f"out {o} ← in {i}": K[:, o, i] for o, i in pairs}
+        return s5_system_figure(layer.eigenvalues(), layer.step_sizes(), system.Lambda_bar, responses, blocks=J,
+                                title=f"S5 initialisation: P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
+
+    controls = {
+        "P": w.Dropdown(options=[16, 32, 64], value=32, description="P"),
+        "J": w.Dropdown(options=[1, 2, 4, 8], value=4, description="J"),
+        "log10_step": w.FloatRangeSlider(value=(-3.0, -1.0), min=-4.0, max=0.0, step=0.25, description="log10 Δ"),
+    }
+    return Explorer(draw, controls, "S5 explorer: P, J and the Δ range -> eigenvalues and impulse responses")
+

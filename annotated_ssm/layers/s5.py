@@ -21,6 +21,7 @@ recurrence is no longer time invariant, but the scan does not care.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -181,11 +182,14 @@ class S5Layer(SSMLayer):
         return self._activate(y.astype(u.dtype) + self.D[...] * u)
 
     @staticmethod
+    @functools.partial(jax.jit, static_argnames="reverse")
     def _scan(a, b, reverse: bool):
-        """States of x_ℓ = a_ℓ x_{ℓ∓1} + b_ℓ with time on axis -2 of b (a broadcasts)."""
-        b_time_major = jnp.moveaxis(b, -2, 0)
+        """States of x_ℓ = a_ℓ x_{ℓ∓1} + b_ℓ with time on axis -2 of b (a broadcasts).
+
+        Jitted on its own so that eager calls (notebooks, tests) compile the scan's many
+        small slicing operations once per shape instead of dispatching them one by one."""
         a = jnp.broadcast_to(a, b.shape)
-        x = parallel_scan(jnp.moveaxis(a, -2, 0), b_time_major, reverse=reverse)
+        x = parallel_scan(jnp.moveaxis(a, -2, 0), jnp.moveaxis(b, -2, 0), reverse=reverse)
         return jnp.moveaxis(x, 0, -2)
 
     def _check_steps(self, steps, batch_length: tuple[int, ...]) -> jax.Array:
@@ -222,6 +226,19 @@ class S5Layer(SSMLayer):
         Lambda_bar, factor = self._discretize(step)
         B_bar = factor[:, None] * _to_complex(self.B_tilde[...])
         return S5System(Lambda_bar, B_bar, self._output_matrix()[:, : Lambda_bar.shape[-1]])
+
+    def impulse_response(self, length: int) -> jax.Array:
+        """The MIMO kernel K̄_ℓ = Re(C Λ̄^ℓ B̄), shape (length, H_out, H_in), of a causal layer.
+
+        ``layer(u)`` equals the causal convolution of u with it plus ``D ⊙ u`` (before any
+        activation): S5 is still a convolution, just one with an H×H matrix per lag.
+        """
+        length = check_positive_int("length", length)
+        if self.bidirectional:
+            raise ValueError("impulse_response needs a causal layer; this layer was built with bidirectional=True.")
+        system = self.discrete_system(length)
+        powers = system.Lambda_bar[None, :] ** jnp.arange(length)[:, None]  # (L, P')
+        return jnp.einsum("hp,lp,pk->lhk", system.C, powers, system.B_bar).real
 
     def init_state(self, batch_shape: tuple[int, ...] = ()) -> jax.Array:
         """Zero state (*batch_shape, P') complex64."""
