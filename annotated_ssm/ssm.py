@@ -359,7 +359,7 @@ def transfer_function(A, B, C, D, s) -> np.ndarray:
     return _squeeze(system, values)
 
 
-def is_stable(A) -> bool:
+def is_stable(A, tol: float | None = None) -> bool:
     """True when every eigenvalue of A has a negative real part (asymptotic stability).
 
     Then e^{tA} -> 0 as t -> infinity: the state forgets its past and the impulse response
@@ -367,9 +367,16 @@ def is_stable(A) -> bool:
 
     Args:
         A: (N, N).
+        tol: real parts must be below -tol. The default, 100·eps·max(1, ‖A‖), keeps a
+            system whose eigenvalues sit on the imaginary axis from passing as stable
+            because rounding nudged them a hair to the left.
     """
     A = _as_array("A", A)
     check_square("A", A)
     check_ndim("A", A, (2,), "a single (N, N) matrix")
     check_finite("A", A)
-    return bool(np.all(np.linalg.eigvals(A).real < 0))
+    if tol is None:
+        tol = 100 * np.finfo(np.float64).eps * max(1.0, np.linalg.norm(A, 2))
+    elif not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be finite and >= 0; got {tol!r}.")
+    return bool(np.all(np.linalg.eigvals(A).real < -tol))

@@ -224,6 +224,16 @@ def test_is_stable(A, stable):
     assert is_stable(A) is stable
 
 
+def test_is_stable_is_not_fooled_by_rounding_on_the_imaginary_axis():
+    # An undamped oscillator in a random basis: eigenvalues ±2i up to rounding.
+    V = np.random.default_rng(4).standard_normal((2, 2)) + 2 * np.eye(2)
+    A = np.linalg.solve(V, np.array([[0.0, 1.0], [-4.0, 0.0]]) @ V)
+    assert np.max(np.abs(np.linalg.eigvals(A).real)) < 1e-13
+    assert not is_stable(A)
+    assert is_stable(A - 1e-6 * np.eye(2))
+    assert not is_stable(A - 1e-6 * np.eye(2), tol=1e-3)
+
+
 def test_is_stable_agrees_with_decay_of_expm():
     for seed in range(5):
         A = np.random.default_rng(seed).standard_normal((4, 4))
@@ -326,6 +336,8 @@ def test_is_stable_errors():
         is_stable(np.ones((2, 3)))
     with pytest.raises(ValueError, match="^A must be finite"):
         is_stable(np.array([[np.nan]]))
+    with pytest.raises(ValueError, match="^tol must be finite"):
+        is_stable(-np.eye(2), tol=-1.0)
 
 
 @pytest.mark.parametrize("kwargs, name", [({"mass": 0.0}, "mass"), ({"damping": -1.0}, "damping"), ({"stiffness": np.inf}, "stiffness")])
