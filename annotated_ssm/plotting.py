@@ -99,6 +99,53 @@ def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
 
 
 # --- Chapter 5: DSS ---------------------------------------------------------------------
+__all__ += ["dss_kernels_figure", "skew_hippo_figure"]
+
+
+def dss_kernels_figure(panels: dict, *, ylabel: str = r"$\bar K_\ell$"):
+    """Kernels side by side: ``panels`` maps a title to kernels (C, L), one line per row.
+
+    Returns:
+        the Figure (one panel per entry, x axis the time index ℓ).
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0), squeeze=False)
+    for ax, (title, K) in zip(axes[0], panels.items()):
+        K = np.atleast_2d(np.asarray(K))
+        for row in K:
+            ax.plot(np.arange(K.shape[-1]), row, lw=1)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(r"$\ell$")
+    axes[0, 0].set_ylabel(ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
+    """Left: the skew-HiPPO spectrum (kept half filled, conjugates hollow) and LegS's real
+    eigenvalues -(n+1) in the complex plane. Right: Re e^{λ_n t} for the ``basis``
+    slowest-oscillating kept eigenvalues.
+
+    Args:
+        skew_hippo: (N/2,) complex, the kept eigenvalues (Im > 0).
+        legs_eigenvalues: (N,) eigenvalues of HiPPO-LegS.
+        t: (T,) times.
+    """
+    skew_hippo = np.asarray(skew_hippo)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4))
+    complex_plane(left, skew_hippo, label="skew-HiPPO (kept)", color="C0")
+    complex_plane(left, skew_hippo.conj(), label="conjugates (implied)", facecolors="none", edgecolors="C0")
+    complex_plane(left, legs_eigenvalues, label="HiPPO-LegS", color="C3", marker="x")
+    left.legend(fontsize=8, loc="center left")
+    left.set_title("eigenvalues", fontsize=10)
+    slowest = np.argsort(skew_hippo.imag)[:basis]
+    for n in slowest:
+        lam = skew_hippo[n]
+        right.plot(t, np.real(np.exp(lam * t)), lw=1, label=f"Im $\\lambda$ = {lam.imag:.2f}")
+    right.set_xlabel("$t$")
+    right.set_title(r"basis functions Re $e^{\lambda_n t}$", fontsize=10)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 # --- Chapter 6: S4D (Figures 3 and 4) ---------------------------------------------------
