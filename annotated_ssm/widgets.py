@@ -100,11 +100,13 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
     def draw(real, imag, states):
         return diagonal_ssm_figure(_chapter1_eigenvalues(real, imag, states), t)
 
-    style = {"description_width": "initial"}
+    # Redraw when a slider is released, not at every pixel of a drag (a redraw takes
+    # a few tenths of a second, and queued redraws would make the sliders lag).
+    common = {"style": {"description_width": "initial"}, "continuous_update": False}
     controls = {
-        "real": w.FloatSlider(value=real, min=-3.0, max=0.5, step=0.05, description="Re λ (decay)", style=style),
-        "imag": w.FloatSlider(value=imag, min=0.0, max=10.0, step=0.1, description="Im λ spacing", style=style),
-        "states": w.IntSlider(value=states, min=1, max=8, description="states N", style=style),
+        "real": w.FloatSlider(value=real, min=-3.0, max=0.5, step=0.05, description="Re λ (decay)", **common),
+        "imag": w.FloatSlider(value=imag, min=0.0, max=10.0, step=0.1, description="Im λ spacing", **common),
+        "states": w.IntSlider(value=states, min=1, max=8, description="states N", **common),
     }
     return Explorer(draw, controls, title="Eigenvalue explorer (chapter 1)")
 
