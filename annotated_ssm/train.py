@@ -349,7 +349,7 @@ def save_checkpoint(path: str | pathlib.Path, model: nnx.Module, optimizer: nnx.
     import orbax.checkpoint as ocp
 
     path = pathlib.Path(path).absolute()
-    tree = {"model": nnx.to_pure_dict(nnx.state(model, nnx.Param, nnx.BatchStat))}
+    tree = {"model": nnx.to_pure_dict(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))}
     if optimizer is not None:
         tree["optimizer"] = nnx.to_pure_dict(nnx.state(optimizer, nnx.optimizer.OptState))
     with ocp.StandardCheckpointer() as checkpointer:
@@ -363,7 +363,7 @@ def restore_checkpoint(path: str | pathlib.Path, model: nnx.Module, optimizer: n
     import orbax.checkpoint as ocp
 
     path = pathlib.Path(path).absolute()
-    target = {"model": nnx.state(model, nnx.Param, nnx.BatchStat)}
+    target = {"model": nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat))}
     if optimizer is not None:
         target["optimizer"] = nnx.state(optimizer, nnx.optimizer.OptState)
     abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
