@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if first is None or not "".join(first["source"]).startswith("# Setup:"):
             raise SystemExit(f"{path}: the first code cell is not a setup cell; add one starting with '# Setup:'")
         first["source"] = source.splitlines(keepends=True)
-        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        path.write_text(json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
         print(f"updated {path}")
     if args.check and stale:
         print("first cell differs from tools/setup_cell.py in: " + ", ".join(map(str, stale)))
