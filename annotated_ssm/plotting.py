@@ -102,8 +102,12 @@ def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
 __all__ += ["dss_kernels_figure", "skew_hippo_figure"]
 
 
-def dss_kernels_figure(panels: dict, *, ylabel: str = r"$\bar K_\ell$"):
+def dss_kernels_figure(panels: dict, *, labels=None, ylabel: str = r"$\bar K_\ell$"):
     """Kernels side by side: ``panels`` maps a title to kernels (C, L), one line per row.
+
+    Args:
+        panels: title -> (C, L) array (or (L,)).
+        labels: optional C legend labels, shown in the first panel.
 
     Returns:
         the Figure (one panel per entry, x axis the time index ℓ).
@@ -111,11 +115,13 @@ def dss_kernels_figure(panels: dict, *, ylabel: str = r"$\bar K_\ell$"):
     fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0), squeeze=False)
     for ax, (title, K) in zip(axes[0], panels.items()):
         K = np.atleast_2d(np.asarray(K))
-        for row in K:
-            ax.plot(np.arange(K.shape[-1]), row, lw=1)
+        for i, row in enumerate(K):
+            ax.plot(np.arange(K.shape[-1]), row, lw=1, label=None if labels is None else labels[i])
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(r"$\ell$")
     axes[0, 0].set_ylabel(ylabel)
+    if labels is not None:
+        axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -135,8 +141,10 @@ def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
     complex_plane(left, skew_hippo, label="skew-HiPPO (kept)", color="C0")
     complex_plane(left, skew_hippo.conj(), label="conjugates (implied)", facecolors="none", edgecolors="C0")
     complex_plane(left, legs_eigenvalues, label="HiPPO-LegS", color="C3", marker="x")
-    left.legend(fontsize=8, loc="center left")
-    left.set_title("eigenvalues", fontsize=10)
+    # Imaginary parts span 0.3 … N²/π: a symmetric log scale shows all of them.
+    left.set_yscale("symlog", linthresh=1.0)
+    left.legend(fontsize=8, loc="upper left")
+    left.set_title("eigenvalues (Im on a symmetric log scale)", fontsize=10)
     slowest = np.argsort(skew_hippo.imag)[:basis]
     for n in slowest:
         lam = skew_hippo[n]
