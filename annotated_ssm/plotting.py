@@ -91,6 +91,43 @@ def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
 
+__all__ += ["basis_functions", "history_reconstruction"]
+
+
+def basis_functions(ax, t, basis, *, title: str | None = None, max_lines: int = 8):
+    """Plot the rows of ``basis`` (N, T) against ``t`` (T,) on ``ax`` (at most ``max_lines``)."""
+    basis = np.asarray(basis)
+    colors = plt.cm.viridis(np.linspace(0, 0.9, min(len(basis), max_lines)))
+    for n, color in zip(range(min(len(basis), max_lines)), colors):
+        ax.plot(t, basis[n], color=color, lw=1.3, label=f"n = {n}")
+    ax.axhline(0, color="0.7", lw=0.8)
+    ax.set_xlabel("t")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def history_reconstruction(ax, s, history, reconstructions: dict, *, title: str | None = None):
+    """Plot a signal's history ``u(t - s)`` against the lag ``s`` with its reconstructions.
+
+    Args:
+        s: (S,) lags (0 = now, increasing into the past; the axis is drawn reversed so time
+            runs left to right).
+        history: (S,) the true ``u(t - s)``.
+        reconstructions: label -> (S,) reconstruction.
+    """
+    ax.plot(s, history, color="black", lw=2.2, alpha=0.35, label="true history")
+    for label, values in reconstructions.items():
+        ax.plot(s, values, lw=1.2, label=label)
+    ax.invert_xaxis()
+    ax.set_xlabel("lag s (how far in the past)")
+    ax.set_ylabel("u(t - s)")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8, loc="best")
+    return ax
+
+
 
 # --- Chapter 3: discretisation ----------------------------------------------------------
 

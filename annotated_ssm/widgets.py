@@ -114,8 +114,120 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
 
+__all__ += ["hippo_explorer"]
+
+
+def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float = 4.0) -> Explorer:
+    """N and the measure -> the HiPPO basis functions and the reconstruction of a signal.
+
+    Args:
+        signal: vectorised function u(t) for t in [0, T].
+        T: length of the signal fed to the SSM; the reconstruction is of its last ``window``
+            time units, from the state at time T.
+        dt: sampling step (the input is held constant over each step, so ZOH is exact).
+    """
+    import jax
+    import numpy as np
+
+    from . import hippo
+    from .discretize import discretize
+    from .plotting import basis_functions, history_reconstruction
+    from .scan import ssm_recurrence
+
+    u = signal(np.arange(0, T, dt) + dt / 2)  # mid-step samples
+    s = np.linspace(0, window, 400)
+    t = np.linspace(0, window, 400)
+
+    def draw(N, measure, theta):
+        A, B = hippo.hippo_matrices(measure, N, theta=theta)
+        with jax.enable_x64(True):
+            A_bar, B_bar = discretize(A, B, dt, "zoh")
+            states, _ = ssm_recurrence(A_bar, B_bar, np.zeros(N), u)
+            # The basis e^{tA}B on a grid: the impulse response, one ZOH step at a time.
+            E, _ = discretize(A, B, t[1] - t[0], "zoh")
+        E = np.asarray(E)
+        basis = [B]
+        for _ in t[1:]:
+            basis.append(E @ basis[-1])
+        basis = np.stack(basis, axis=1)
+        recon = hippo.reconstruct(np.asarray(states[-1]), s, measure, theta=theta)
+        history = signal(T - s)
+        error = np.sqrt(np.mean((recon - history) ** 2)) / np.std(u)
+        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.6))
+        basis_functions(ax0, t, basis, title=f"{measure}: basis $e^{{tA}}B$, first {min(N, 8)} of N = {N}")
+        limit = np.max(np.abs(basis[: min(N, 8)]))
+        ax0.set_ylim(-1.1 * limit, 1.1 * limit)
+        history_reconstruction(
+            ax1, s, history, {f"from the state (rms error {error:.1e})": recon},
+            title=f"reconstruction of the last {window:g} time units",
+        )
+        if measure == "legt":
+            ax1.axvline(theta, color="0.5", ls=":", lw=1)
+        fig.tight_layout()
+        return fig
+
+    controls = {
+        "N": w.IntSlider(value=32, min=2, max=128, step=2, description="N", continuous_update=False),
+        "measure": w.Dropdown(options=list(hippo.MEASURES), value="legs", description="measure"),
+        "theta": w.FloatSlider(value=2.0, min=0.5, max=4.0, step=0.25, description="θ (LegT)", continuous_update=False),
+    }
+    return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction")
+
+
+
 
 # --- Chapter 3: discretisation ----------------------------------------------------------
+
+__all__ += ["discretization_explorer"]
+
+
+def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
+    """Δ and the method -> eigenvalues of Ā against the unit circle, and the discrete kernel
+    ``K̄_ℓ`` against the sampled continuous kernel ``Δ·K(ℓΔ)``.
+
+    Args:
+        Lambda, B, C: (N,) complex diagonal SSM; the kernel plotted is ``2 Re`` of its
+            kernel (one of each conjugate pair stored, as in the layers).
+        duration: continuous time shown; the kernel has ``duration / Δ`` samples.
+    """
+    import jax
+    import numpy as np
+
+    from .discretize import METHODS, discretize
+    from .kernels import naive_kernel
+    from .plotting import complex_plane
+
+    Lambda, B, C = (np.asarray(a, dtype=np.complex128) for a in (Lambda, B, C))
+
+    def draw(log10_step, method):
+        step = 10.0**log10_step
+        L = int(np.ceil(duration / step))
+        with jax.enable_x64(True):
+            A_bar, B_bar = (np.asarray(a) for a in discretize(Lambda, B, step, method))
+        K_bar = 2 * naive_kernel(A_bar, B_bar, C, L).real
+        t = np.linspace(0, duration, 600)
+        K = 2 * np.real(np.exp(t[:, None] * Lambda) @ (B * C))
+        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.6]})
+        complex_plane(ax0, np.concatenate([A_bar, A_bar.conj()]), unit_circle=True, color="C3")
+        radius = np.max(np.abs(A_bar))
+        ax0.set_title(f"eigenvalues of Ā ({method}, Δ = {step:.2g}); max |·| = {radius:.3f}")
+        ax1.plot(t, step * K, color="black", alpha=0.4, lw=2, label="Δ·K(ℓΔ) (continuous)")
+        ax1.plot(np.arange(L) * step, K_bar, ".-", ms=3, lw=0.8, color="C3", label="K̄_ℓ (discrete)")
+        scale = 1.5 * np.max(np.abs(step * K))
+        ax1.set_ylim(-scale, scale)
+        ax1.set_xlabel("time ℓΔ")
+        ax1.legend(fontsize=8, loc="upper right")
+        ax1.set_title("kernel: discrete vs sampled continuous")
+        fig.tight_layout()
+        return fig
+
+    controls = {
+        "log10_step": w.FloatSlider(value=-1.0, min=-2.0, max=0.5, step=0.1, description="log10 Δ", continuous_update=False),
+        "method": w.Dropdown(options=list(METHODS), value="bilinear", description="method"),
+    }
+    return Explorer(draw, controls, "Discretisation explorer: Δ and method -> Ā's eigenvalues and the kernel")
+
+
 
 
 # --- Chapter 6: S4D eigenvalue explorer and Figure 3 ------------------------------------
