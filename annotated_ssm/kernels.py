@@ -296,9 +296,10 @@ def _reciprocal(x, eps):
     return jnp.conj(x) / (jnp.real(x * jnp.conj(x)) + eps)
 
 
-def _check_dss_inputs(Lambda, W, step, L, variant):
+def _check_dss_inputs(Lambda, W, step, L, variant, eps):
     L = check_positive_int("L", L)
     _check_choice("variant", variant, DSS_VARIANTS)
+    _check_positive_finite("eps", eps)
     if np.ndim(Lambda) not in (1, 2):
         raise ValueError(
             f"Lambda must have shape (N/2,) or (H, N/2) (one eigenvalue per conjugate pair); "
@@ -356,7 +357,7 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
         shift: (H, N/2) real, the s_n above (0 or L-1).
         dtLambda: (H, N/2) complex, λ_n Δ.
     """
-    L = _check_dss_inputs(Lambda, W, step, L, variant)
+    L = _check_dss_inputs(Lambda, W, step, L, variant, eps)
     Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
     H = step.shape[0]
     Lambda = jnp.broadcast_to(Lambda, (H, Lambda.shape[-1]))

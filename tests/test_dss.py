@@ -219,6 +219,8 @@ def test_bad_inputs_raise_value_error(skew_hippo_system):
         dss_kernel(Lambda, W, -step, 16)
     with pytest.raises(ValueError, match="L must be an integer"):
         dss_kernel(Lambda, W, step, 0)
+    with pytest.raises(ValueError, match="eps must be real, finite and > 0"):
+        dss_kernel(Lambda, W, step, 16, "softmax", eps=0.0)
     with pytest.raises(ValueError, match="chunk"):
         dss_kernel(Lambda, W, step, 16, chunk=0)
     with pytest.raises(ValueError, match="real parts <= 0 for variant 'exp'"):
