@@ -195,6 +195,201 @@ def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
 
 # --- Chapter 6: S4D (Figures 3 and 4) ---------------------------------------------------
 
+import functools  # noqa: E402  (each section imports what it uses; the file is shared)
+
+__all__ += ["legs_n_basis", "legs_exact_basis", "figure3", "figure3_panel", "figure3_errors", "figure4",
+            "s4d_explorer_figure"]
+
+FIGURE3_STEP = 0.002  # Δ of the S4D paper's Figure 3
+FIGURE3_T_MAX = 2.5
+
+
+@functools.lru_cache(maxsize=8)
+def _legs_n_half(N: int, rows: int):
+    """HiPPO-N's kept eigenvalues Λ, V*B and the first ``rows`` rows of V, cached per N.
+
+    The eigenvalues come from the Hermitian eigensolver (``init.legs_eigenvalues``); the
+    eigenvectors from a closed form, which avoids the O(N³) eigenvector computation (10 s
+    at N = 2048). With S the skew part of HiPPO-N and p_j² = j + 1/2, writing out
+    ``S v = iμ v`` row by row gives a two-term recurrence whose solution is
+
+        v_n ∝ p_n / (p_n² + iμ) · Π_{j<n} (iμ - p_j²) / (iμ + p_j²),
+
+    a product of unit-modulus factors (so it is perfectly stable); we accumulate their
+    angles, π - 2 atan(μ/p_j²). The test suite checks this against ``hippo.dplr_legs``.
+    """
+    from .hippo import legs
+    from .init import legs_eigenvalues
+
+    Lambda = legs_eigenvalues(N)
+    mu = Lambda.imag[:, None]  # (N/2, 1)
+    p2 = np.arange(N) + 0.5  # p_j²
+    angles = np.pi - 2 * np.arctan2(mu, p2)  # (N/2, N): angle of each factor
+    phase = np.concatenate([np.zeros_like(mu), np.cumsum(angles[:, :-1], axis=1)], axis=1)
+    vectors = np.sqrt(p2) / (p2 + 1j * mu) * np.exp(1j * phase)  # row k: eigenvector k
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    _, B = legs(N)
+    return Lambda, vectors.conj() @ B, vectors[:, :rows].T.copy()
+
+
+def legs_n_basis(N: int, L: int, step: float = FIGURE3_STEP, method: str = "zoh", n_basis: int = 4, *,
+                 slots: int | None = None) -> np.ndarray:
+    """The first ``n_basis`` basis functions of S4D-LegS, (A^(N), B/2), as discrete kernels / Δ.
+
+    Row n is ``K̄_ℓ / Δ`` of the SSM with C = e_n: the n-th coordinate of ``e^{tA^(N)} B/2``
+    sampled at ``t = ℓΔ``. Computed in the eigenbasis of A^(N) (``A^(N) = V Λ V*``) with
+    :func:`annotated_ssm.kernels.vandermonde_kernel`, in float64.
+
+    Args:
+        slots: pad the N/2 states to this many (with zero weight) so that every N up to
+            2·slots reuses one compiled kernel (the Figure 3 widget does this).
+
+    Returns:
+        (n_basis, L) float64.
+    """
+    import jax
+
+    Lambda, B_tilde, V_rows = _legs_n_half(N, n_basis)
+    if slots is not None:
+        if slots < len(Lambda):
+            raise ValueError(f"slots must be >= N/2 = {len(Lambda)}; got slots={slots}.")
+        extra = slots - len(Lambda)
+        Lambda = np.concatenate([Lambda, np.full(extra, -1.0 + 0j)])
+        B_tilde = np.concatenate([B_tilde, np.zeros(extra)])
+        V_rows = np.concatenate([V_rows, np.zeros((n_basis, extra))], axis=1)
+    with jax.enable_x64(True):
+        K = _vandermonde_jit(Lambda, B_tilde / 2, V_rows, step, L=L, method=method)
+        return np.asarray(K) / step
+
+
+@functools.lru_cache(maxsize=1)
+def _jitted_vandermonde():
+    import jax
+
+    from .kernels import vandermonde_kernel
+
+    return jax.jit(vandermonde_kernel, static_argnames=("L", "method", "conjugate", "max_elements"))
+
+
+def _vandermonde_jit(*args, **kwargs):
+    """:func:`annotated_ssm.kernels.vandermonde_kernel`, compiled once per shape."""
+    return _jitted_vandermonde()(*args, **kwargs)
+
+
+def legs_exact_basis(L: int, step: float = FIGURE3_STEP, n_basis: int = 4):
+    """S4-LegS's basis at ``t = ℓΔ``: the closed form, and the SSM's own ZOH kernel / Δ.
+
+    LegS is lower triangular, so its first ``n_basis`` basis functions only involve the
+    leading n_basis × n_basis block: the SSM kernel needs no large matrix.
+
+    Returns:
+        (closed_form, ssm_kernel), each (n_basis, L) float64.
+    """
+    import jax
+
+    from .discretize import discretize_dense
+    from .hippo import legs, legs_basis
+    from .kernels import naive_kernel
+
+    t = step * np.arange(L)
+    A, B = legs(n_basis)
+    with jax.enable_x64(True):
+        A_bar, B_bar = (np.asarray(x) for x in discretize_dense(A, B, step, "zoh"))
+    return legs_basis(n_basis, t), naive_kernel(A_bar, B_bar, np.eye(n_basis), L) / step
+
+
+def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):
+    """One panel of Figure 3: basis functions (rows of ``basis``) over t, the exact LegS basis
+    dashed underneath when given."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, row in enumerate(basis):
+        ax.plot(t, row, color=colors[n % len(colors)], lw=1.1, label=f"$K_{n}$")
+        if exact is not None:
+            ax.plot(t, exact[n], color="k", lw=0.8, ls="--", alpha=0.7)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("t")
+    ax.axhline(0, color="0.8", lw=0.6)
+    return ax
+
+
+def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
+    """The S4D paper's Figure 3, computed: (a) S4-LegS exact (closed form) with its own SSM
+    kernel on top; (b) S4D-LegS ZOH N = 256; (c) N = 1024; (d) N = 1024 bilinear."""
+    L = int(round(t_max / step)) + 1
+    t = step * np.arange(L)
+    exact, ssm = legs_exact_basis(L, step)
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.2), sharey=True)
+    figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
+    for n, row in enumerate(ssm):
+        axes[0].plot(t, row, color="k", lw=0.8, ls=":", label="SSM kernel / Δ" if n == 0 else None)
+    panels = [(256, "zoh", "(b) S4D-LegS, ZOH, N = 256"), (1024, "zoh", "(c) S4D-LegS, ZOH, N = 1024"),
+              (1024, "bilinear", "(d) S4D-LegS, bilinear, N = 1024")]
+    for ax, (N, method, title) in zip(axes[1:], panels):
+        figure3_panel(ax, t, legs_n_basis(N, L, step, method), title=title)
+    axes[0].legend(fontsize=8, loc="upper right")
+    axes[0].set_ylim(-2.5, 3.5)
+    fig.tight_layout()
+    return fig
+
+
+def figure3_errors(Ns, methods=("zoh", "bilinear"), step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX,
+                   split: float = 1.0, t_min: float = 0.05) -> dict:
+    """Max |S4D-LegS basis - exact LegS basis| over the four functions, on [t_min, split] and
+    (split, t_max]. Returns {(N, method): (early, late)}."""
+    L = int(round(t_max / step)) + 1
+    t = step * np.arange(L)
+    exact, _ = legs_exact_basis(L, step)
+    early = (t >= t_min - 1e-12) & (t <= split + 1e-12)
+    late = t > split + 1e-12
+    errors = {}
+    for N in Ns:
+        for method in methods:
+            diff = np.abs(legs_n_basis(N, L, step, method) - exact)
+            errors[N, method] = (float(diff[:, early].max()), float(diff[:, late].max()))
+    return errors
+
+
+def figure4(inits: dict, N: int):
+    """Imaginary parts Im(A_n), n = 0 … N/2-1, on log-log axes (S4D paper, Figure 4).
+
+    Args:
+        inits: label -> (N/2,) complex eigenvalues.
+    """
+    fig, ax = plt.subplots(figsize=(6, 4))
+    markers = "osd^v<>"
+    for i, (label, A) in enumerate(inits.items()):
+        n = np.arange(len(A))
+        imag = np.abs(np.imag(A))
+        keep = imag > 0  # log axes: S4D-Lin's n = 0 frequency is 0
+        ax.loglog(n[keep] + 1, imag[keep], markers[i % len(markers)], ms=3.5, label=label, alpha=0.8)
+    ax.set_xlabel("n + 1")
+    ax.set_ylabel(r"Im $A_n$")
+    ax.set_title(f"Imaginary parts of the diagonal initialisations, N = {N}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def s4d_explorer_figure(A, A_bar, basis, kernel, *, step: float, title: str = ""):
+    """Three panels: the discrete eigenvalues Ā in the unit disc, a few basis functions
+    Re(B̄_n Ā_n^ℓ)/Δ, and the kernel K̄_ℓ for a fixed C (both against ℓ)."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    colors = np.arange(len(A_bar))
+    complex_plane(axes[0], A_bar, unit_circle=True, c=colors, cmap="viridis", s=10)
+    axes[0].set_title(r"$\bar A_n$ (colour: n)", fontsize=10)
+    ell = np.arange(basis.shape[-1])
+    for row in basis:
+        axes[1].plot(ell, row, lw=1)
+    axes[1].set_title(r"four slowest basis functions Re$(\bar B_n \bar A_n^\ell)/\Delta$", fontsize=10)
+    axes[1].set_xlabel(r"$\ell$ (t = $\ell\Delta$, " + f"Δ = {step:.3g})")
+    axes[2].plot(ell, kernel, lw=1, color="k")
+    axes[2].set_title(r"kernel $\bar K_\ell$ for a fixed random C", fontsize=10)
+    axes[2].set_xlabel(r"$\ell$")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 

@@ -232,6 +232,137 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
 
 # --- Chapter 6: S4D eigenvalue explorer and Figure 3 ------------------------------------
 
+import functools  # noqa: E402  (each section imports what it uses; the file is shared)
+
+import numpy as np  # noqa: E402
+
+__all__ += ["s4d_explorer", "figure3_explorer", "s4d_explorer_data"]
+
+_EXPLORER_LENGTH = 1024  # kernel length shown by the S4D explorer
+_FIGURE3_SLOTS = 512  # the Figure 3 widget pads N/2 to this (N <= 1024): one compiled kernel
+
+
+@functools.lru_cache(maxsize=64)
+def _explorer_eigenvalues(init: str, N: int, real_part: float, imag_scale: float) -> np.ndarray:
+    """Cached: S4D-LegS needs an eigenvalue computation; the random ones use a fixed key."""
+    import jax
+
+    from .init import diagonal_init
+
+    if init == "real":
+        return diagonal_init("real", N).astype(np.complex128)
+    return diagonal_init(init, N, key=jax.random.key(0), real_part=real_part, imag_scale=imag_scale)
+
+
+_EXPLORER_SLOTS = 256  # every N <= 256 is padded to this many states: one compiled kernel
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_compute():
+    """The discretisation and kernel of the explorer, jit-compiled once per
+    (discretisation, conjugate) for padded inputs, so moving a slider never recompiles."""
+    import jax
+    import jax.numpy as jnp
+
+    from .discretize import discretize_diagonal
+    from .kernels import vandermonde_kernel
+
+    @functools.partial(jax.jit, static_argnames=("method", "conjugate"))
+    def compute(A, C, step, method, conjugate):
+        A_bar, B_bar = discretize_diagonal(A, jnp.ones_like(A), step, method)
+        K = vandermonde_kernel(A, jnp.ones_like(A), C, step, _EXPLORER_LENGTH, method=method, conjugate=conjugate)
+        return A_bar, B_bar, K
+
+    return compute
+
+
+def s4d_explorer_data(init: str, N: int, real_part: float, imag_scale: float, discretization: str, step: float):
+    """What the S4D explorer draws, for one setting of its controls.
+
+    Returns:
+        A (M,) continuous eigenvalues, A_bar (M,) discrete ones, basis (4, 1024): the four
+        slowest basis functions Re(B̄_n Ā_n^ℓ)/Δ, kernel (1024,): K̄ for a fixed random C
+        (seed 0, complex normal, E|C|² = 1) and B = 1.
+    """
+    A = _explorer_eigenvalues(init, int(N), float(real_part), float(imag_scale))
+    M = len(A)
+    if M > _EXPLORER_SLOTS:
+        raise ValueError(f"N must be <= {2 * _EXPLORER_SLOTS} (or {_EXPLORER_SLOTS} for 'real'); got N={N}.")
+    rng = np.random.default_rng(0)
+    C = (rng.standard_normal(M) + 1j * rng.standard_normal(M)) / np.sqrt(2)
+    pad = _EXPLORER_SLOTS - M
+    A_padded = np.concatenate([A, np.full(pad, -1.0 + 0j)]).astype(np.complex64)
+    C_padded = np.concatenate([C, np.zeros(pad)]).astype(np.complex64)
+    A_bar, B_bar, kernel = (np.asarray(x) for x in _explorer_compute()(
+        A_padded, C_padded, np.float32(step), method=discretization, conjugate=init != "real"))
+    A_bar, B_bar = A_bar[:M].astype(np.complex128), B_bar[:M].astype(np.complex128)
+    slowest = np.argsort(np.abs(A.imag), kind="stable")[:4]
+    ell = np.arange(_EXPLORER_LENGTH)
+    basis = np.real(B_bar[slowest, None] * A_bar[slowest, None] ** ell) / step
+    return A, A_bar, basis, kernel
+
+
+def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_scale: float = 1.0,
+                 discretization: str = "zoh", step: float = 0.01) -> Explorer:
+    """The eigenvalue explorer of chapter 6: initialisation, N, real part, imaginary scale,
+    discretisation and Δ -> eigenvalues Ā in the unit disc, basis functions, and the kernel
+    for a fixed random C."""
+    from .init import DIAGONAL_INITS
+    from .plotting import s4d_explorer_figure
+
+    def draw(init, N, real_part, imag_scale, discretization, log10_step):
+        step = 10.0**log10_step
+        A, A_bar, basis, kernel = s4d_explorer_data(init, N, real_part, imag_scale, discretization, step)
+        note = " (S4D-Real: real part and scale fixed)" if init == "real" else ""
+        return s4d_explorer_figure(A, A_bar, basis, kernel, step=step,
+                                   title=f"S4D-{init}, N = {N}, {discretization}{note}")
+
+    # Compile the four (discretisation, conjugate) variants now, not on the first click.
+    zeros = np.zeros(_EXPLORER_SLOTS, np.complex64)
+    for method in ("zoh", "bilinear"):
+        for conjugate in (True, False):
+            _explorer_compute()(zeros - 1, zeros, np.float32(0.01), method=method, conjugate=conjugate)
+    style = {"description_width": "initial"}
+    controls = {
+        "init": w.Dropdown(options=list(DIAGONAL_INITS), value=init, description="init", style=style),
+        "N": w.IntSlider(value=N, min=4, max=256, step=4, description="N", continuous_update=False, style=style),
+        "real_part": w.FloatSlider(value=real_part, min=-3.0, max=-0.05, step=0.05, description="Re A",
+                                   continuous_update=False, style=style),
+        "imag_scale": w.FloatLogSlider(value=imag_scale, base=10, min=-2, max=2, step=0.25,
+                                       description="Im scale", continuous_update=False, style=style),
+        "discretization": w.ToggleButtons(options=["zoh", "bilinear"], value=discretization, style=style),
+        "log10_step": w.FloatSlider(value=float(np.log10(step)), min=-3.0, max=0.0, step=0.25,
+                                    description="log10 Δ", continuous_update=False, style=style),
+    }
+    return Explorer(draw, controls, title="S4D eigenvalue explorer")
+
+
+def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
+    """Figure 3 with a slider: the S4D-LegS basis (A^(N), B/2) for any N and discretisation,
+    drawn over the exact LegS basis (dashed), t ∈ [0, 2.5], Δ = 0.002."""
+    from .plotting import FIGURE3_STEP, FIGURE3_T_MAX, figure3_panel, legs_exact_basis, legs_n_basis
+
+    L = int(round(FIGURE3_T_MAX / FIGURE3_STEP)) + 1
+    t = FIGURE3_STEP * np.arange(L)
+    exact, _ = legs_exact_basis(L)
+
+    def draw(N, discretization):
+        basis = legs_n_basis(N, L, FIGURE3_STEP, discretization, slots=_FIGURE3_SLOTS)
+        fig, ax = plt.subplots(figsize=(7, 3.4))
+        figure3_panel(ax, t, basis, exact=exact, title=f"S4D-LegS (A^(N), B/2), N = {N}, {discretization}; "
+                                                       "dashed: S4-LegS")
+        ax.set_ylim(-2.5, 3.5)
+        ax.legend(fontsize=8, loc="upper right")
+        fig.tight_layout()
+        return fig
+
+    controls = {
+        "N": w.SelectionSlider(options=[16, 32, 64, 128, 256, 512, 1024], value=N, description="N",
+                               continuous_update=False),
+        "discretization": w.ToggleButtons(options=["zoh", "bilinear"], value=discretization),
+    }
+    return Explorer(draw, controls, title="Figure 3 explorer")
+
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 

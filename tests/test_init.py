@@ -21,14 +21,14 @@ def test_shapes_and_stability(name):
     assert np.all(A.real < 0)
 
 
-@pytest.mark.parametrize("N", [2, 8, 64, 256])
+@pytest.mark.parametrize("N", [2, 8, 64, 256, 1024])
 def test_legs_matches_dplr_legs(N):
     """S4D-LegS: real part exactly -1/2, and (sorted) the eigenvalues of HiPPO-N."""
     A = diagonal_init("legs", N)
     np.testing.assert_array_equal(A.real, -0.5)
     Lambda = hippo.dplr_legs(N)[0][: N // 2]
-    np.testing.assert_allclose(np.sort(A.imag), np.sort(Lambda.imag), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(legs_eigenvalues(N), Lambda, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.sort(A.imag), np.sort(Lambda.imag), rtol=1e-10)
+    np.testing.assert_allclose(legs_eigenvalues(N), Lambda, rtol=1e-10)
 
 
 def test_formulas():
