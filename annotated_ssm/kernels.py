@@ -133,15 +133,18 @@ def cauchy(v, z, lambd, *, conjugate: bool = False):
         (..., F) complex.
     """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
-    z = z[..., None, :]  # (..., 1, F)
-    lambd = lambd[..., :, None]  # (..., M, 1)
-    v = v[..., :, None]
+    zc = z[..., None, :]  # (..., 1, F)
+    poles = lambd[..., :, None]  # (..., M, 1)
+    # The sums over n are written as einsum contractions (matrix products, fast on every
+    # backend) against the reciprocal matrix, which broadcasting computes once per (z, λ).
     if not conjugate:
-        return jnp.sum(v / (z - lambd), axis=-2)
+        reciprocal = 1 / (zc - poles)  # (..., M, F)
+        return jnp.einsum("...n,...nf->...f", v.astype(reciprocal.dtype), reciprocal)
     # v/(z-λ) + v̄/(z-λ̄) = (2 Re(v) z - 2 Re(v λ̄)) / (z² - 2 Re(λ) z + |λ|²)
-    reciprocal = 1 / (z * z - 2 * lambd.real * z + (lambd * jnp.conj(lambd)).real)
-    numerator = 2 * v.real * z - 2 * (v * jnp.conj(lambd)).real
-    return jnp.sum(numerator * reciprocal, axis=-2)
+    reciprocal = 1 / (zc * zc - 2 * poles.real * zc + (poles * jnp.conj(poles)).real)
+    times_z = jnp.einsum("...n,...nf->...f", (2 * v.real).astype(reciprocal.dtype), reciprocal)
+    constant = jnp.einsum("...n,...nf->...f", (-2 * (v * jnp.conj(lambd)).real).astype(reciprocal.dtype), reciprocal)
+    return z * times_z + constant
 
 
 def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:

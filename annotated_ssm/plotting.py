@@ -134,6 +134,62 @@ def history_reconstruction(ax, s, history, reconstructions: dict, *, title: str 
 
 # --- Chapter 4: S4 ----------------------------------------------------------------------
 
+__all__ += ["s4_nodes_figure", "kernel_fit_figure"]
+
+
+def s4_nodes_figure(Lambda, L: int, step: float):
+    """Where S4 evaluates its Cauchy kernel: the roots of unity ω_j (left) and their images
+    g(ω_j) = (2/Δ)(1 - ω_j)/(1 + ω_j) on the imaginary axis, next to the poles Λ (right).
+
+    Args:
+        Lambda: (M,) complex, the stored eigenvalues (their conjugates are drawn too).
+        L: number of roots of unity.
+        step: Δ.
+    """
+    j = np.arange(L)
+    omega = np.exp(-2j * np.pi * j / L)
+    finite = 2 * j != L
+    g = 2 / step * 1j * np.tan(np.pi * j[finite] / L)
+    Lambda = np.asarray(Lambda)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
+    complex_plane(left, omega, unit_circle=True, color="C0", label=r"$\omega_j$")
+    left.set_title(f"the L = {L} roots of unity")
+    complex_plane(right, g, color="C0", label=r"$g(\omega_j)$ (ω = -1 maps to ∞)")
+    complex_plane(right, np.concatenate([Lambda, Lambda.conj()]), color="C3", marker="x", s=30, label=r"poles $\Lambda_n$ and conjugates")
+    bound = 1.15 * max(np.abs(Lambda.imag).max(), 1.0)
+    right.set_ylim(-bound, bound)
+    right.set_xlim(-3, 1)
+    right.set_title(f"Cauchy nodes and poles (Δ = {step:g}; zoomed)")
+    right.legend(fontsize=8, loc="lower right")
+    left.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
+    """Target kernels, S4 kernels before and after training, one panel per channel.
+
+    Args:
+        target, initial, learned: (H, L) arrays.
+        titles: H panel titles.
+        xlim: (start, stop) of the ℓ axis shown.
+    """
+    target, initial, learned = (np.atleast_2d(np.asarray(a)) for a in (target, initial, learned))
+    H = target.shape[0]
+    fig, axes = plt.subplots(1, H, figsize=(5 * H, 3.2), squeeze=False)
+    for h, ax in enumerate(axes[0]):
+        ax.plot(target[h], color="0.2", lw=2.5, alpha=0.5, label="target")
+        ax.plot(initial[h], color="C0", lw=1, ls="--", label="at initialisation")
+        ax.plot(learned[h], color="C3", lw=1.2, label="after training")
+        ax.set_xlabel(r"$\ell$")
+        ax.set_title(f"channel {h}" + (f": {titles[h]}" if titles else ""))
+        if xlim is not None:
+            ax.set_xlim(*xlim)
+    axes[0, 0].set_ylabel(r"$\bar K_\ell$ (with the skip $D$ at $\ell = 0$)")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
 
 # --- Chapter 5: DSS ---------------------------------------------------------------------
 __all__ += ["dss_kernels_figure", "skew_hippo_figure"]
