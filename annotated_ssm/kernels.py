@@ -290,8 +290,16 @@ DSS_VARIANTS = ("exp", "softmax")
 _DSS_MAX_ENTRIES = 1 << 22
 
 
+def _expm1_ratio(z):
+    """``(e^z - 1)/z``, accurate for tiny |z| (expm1, no cancellation) and equal to 1 at z = 0
+    with a finite gradient there (the `where` never divides by zero)."""
+    small = jnp.abs(z) < 1e-6
+    safe = jnp.where(small, jnp.ones_like(z), z)
+    return jnp.where(small, 1 + z / 2, jnp.expm1(safe) / safe)
+
+
 def _reciprocal(x, eps):
-    """A bounded ``1/x``: ``conj(x) / (|x|² + eps)`` (DSS, Appendix A.2).
+    """A bounded ``1/x``: ``conj(x) / (|x|² + eps)`` (the regularised reciprocal of DSS, Appendix A.2).
 
     Equal to 1/x up to a relative ``eps/|x|²``; finite (at most ``1/(2√eps)``) and
     differentiable everywhere, including at x = 0.
@@ -333,7 +341,7 @@ def _check_dss_inputs(Lambda, W, step, L, variant, eps):
     return L
 
 
-def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-7):
+def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
     """The per-state weights and time shifts of a DSS kernel: ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
 
     DSS-exp (Proposition 1a): ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n`` and ``s_n = 0``.
@@ -343,9 +351,13 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
     by the entry with the largest real part: ``s_n = 0`` when Re(λ_n) <= 0 and ``s_n = L-1``
     when Re(λ_n) > 0, so no exponent ever has a positive real part. With ``a = ±λΔ`` (the
     sign that makes Re(a) <= 0) the shifted row sums to the geometric series
-    ``(e^{aL} - 1)/(e^{a} - 1)``, hence ``c_n = W_n (e^{a} - 1) / (λ_n (e^{aL} - 1))``. The
-    reciprocal is the bounded ``conj(x)/(|x|² + eps)``, which guards the singular set of
-    Proposition 1 (``e^{λLΔ} = 1``, including λ = 0) instead of dividing by zero.
+    ``(e^{aL} - 1)/(e^{a} - 1)``, hence ``c_n = W_n · (e^{a} - 1)/λ_n · 1/(e^{aL} - 1)``.
+    The first factor is ``±Δ (e^{a} - 1)/a``, smooth everywhere (λ = 0 included). The second
+    is singular exactly on the set that Proposition 1 excludes, ``e^{λLΔ} = 1`` (λ = 0 and
+    λ = 2πik/(LΔ)); it is replaced by the bounded ``conj(x)/(|x|² + eps)`` with
+    ``x = e^{aL} - 1``. The paper regularises ``λ·x`` instead; regularising the
+    dimensionless x leaves kernels with small |λ| exact (with ``λ·x`` and eps = 1e-7, an
+    eigenvalue of size 1e-3 has its kernel scaled down ~1000-fold).
 
     Args:
         Lambda: (N/2,) or (H, N/2) complex eigenvalues (one of each conjugate pair).
@@ -353,7 +365,8 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
         step: (H,) Δ > 0 per channel.
         L: kernel length.
         variant: "exp" or "softmax".
-        eps: regulariser of the softmax reciprocal (changes 1/x by a relative eps/|x|²).
+        eps: regulariser of the softmax reciprocal: 1/x changes by a relative eps/|x|²
+            and is bounded by 1/(2√eps).
 
     Returns:
         coef: (..., H, N/2) complex, the c_n above.
@@ -368,22 +381,19 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
     zeros = jnp.zeros(dtLambda.shape, dtype=step.dtype)
     if variant == "exp":
         # (e^{λΔ} - 1)/λ = Δ · expm1(λΔ)/(λΔ): expm1 keeps it accurate when |λΔ| is tiny
-        # (e^{λΔ} - 1 would cancel to a few digits in float32), and the `where` keeps value
-        # and gradient finite at λΔ = 0, where the ratio is 1.
-        small = jnp.abs(dtLambda) < 1e-6
-        safe = jnp.where(small, jnp.ones_like(dtLambda), dtLambda)
-        ratio = jnp.where(small, 1 + dtLambda / 2, jnp.expm1(safe) / safe)
-        return W * (step[:, None] * ratio), zeros, dtLambda
+        # (e^{λΔ} - 1 would cancel to a few digits in float32).
+        return W * (step[:, None] * _expm1_ratio(dtLambda)), zeros, dtLambda
     positive = jnp.real(Lambda) > 0
     a = jnp.where(positive, -dtLambda, dtLambda)  # Re(a) <= 0 always
-    numerator = jnp.expm1(a)  # e^{a} - 1
-    denominator = Lambda * jnp.expm1(a * L)  # λ (e^{aL} - 1): zero exactly when e^{λLΔ} = 1
-    coef = W * (numerator * _reciprocal(denominator, eps))
+    signed_step = jnp.where(positive, -step[:, None], step[:, None])  # a = signed_step · λ
+    first = signed_step * _expm1_ratio(a)  # (e^{a} - 1)/λ, smooth in λ
+    second = _reciprocal(jnp.expm1(a * L), eps)  # 1/(e^{aL} - 1): singular iff e^{λLΔ} = 1
+    coef = W * (first * second)
     shift = jnp.where(positive, jnp.asarray(L - 1, step.dtype), zeros)
     return coef, shift, dtLambda
 
 
-def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-7, chunk: int | None = None):
+def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10, chunk: int | None = None):
     """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
 
     ``K̄_ℓ = 2 Re Σ_{n<N/2} c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s) from :func:`dss_coefficients`:

@@ -102,6 +102,15 @@ def test_softmax_with_positive_real_part_beyond_float64_range():
     assert per_channel_error(K, expected) < 1e-5
 
 
+def test_softmax_is_exact_for_small_eigenvalues():
+    # |λ|LΔ from 0.01 to 1: the softmax is nearly uniform and W/λ is large, but nothing is
+    # singular. The guard must not distort it (regularising λ·(e^{λLΔ} - 1) would: by ~1000x).
+    Lambda = np.array([-1e-3 + 2e-3j, 2e-3 + 1e-3j, -0.05 + 0.01j, -0.5 + 3j], np.complex64)
+    W, step = np.ones((2, 4), np.complex64), np.array([0.01, 0.05], np.float32)
+    K = dss_kernel(Lambda, W, step, 1000, "softmax")
+    assert per_channel_error(K, reference_kernel(Lambda, W, step, 1000, "softmax")) < 1e-5
+
+
 def test_softmax_singular_set_is_guarded():
     # e^{λLΔ} = 1 (λ = 2πik/(LΔ) and λ = 0): Proposition 1(b) divides by zero there; the
     # kernel stays finite and so do its gradients.

@@ -88,7 +88,7 @@ class DSSLayer(ConvolutionalSSMLayer):
         step_max: float = 1e-1,
         rngs: nnx.Rngs,
         variant: str = "softmax",
-        eps: float = 1e-7,
+        eps: float = 1e-10,
     ):
         self.d_model = check_positive_int("d_model", d_model)
         self.state_size = check_positive_int("state_size", state_size, minimum=2)
