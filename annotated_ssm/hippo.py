@@ -1,4 +1,10 @@
-"""HiPPO matrices and their structured (normal / diagonal-plus-low-rank) forms.
+"""HiPPO matrices, their structured (normal / diagonal-plus-low-rank) forms, and the
+functions that read a signal's history back out of a HiPPO state.
+
+    legs, legt, hippo_matrices      the (A, B) of each measure
+    legs_basis                      closed form of LegS's basis e^{tA}B
+    reconstruction_basis, reconstruct   u(t - s) ≈ Σ_n x_n(t) g_n(s)
+    normal_legs, dplr_legs          A = A_normal - P Pᵀ and its stable diagonalisation
 
 Everything here is float64 NumPy: these are fixed initialisations computed once, and the
 float64 versions are the references the JAX code is tested against.
