@@ -160,7 +160,7 @@ def s4_nodes_figure(Lambda, L: int, step: float):
     right.set_ylim(-bound, bound)
     right.set_xlim(-3, 1)
     right.set_title(f"Cauchy nodes and poles (Δ = {step:g}; zoomed)")
-    right.legend(fontsize=8, loc="lower right")
+    right.legend(fontsize=8, loc="center left")
     left.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
@@ -178,9 +178,12 @@ def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
     H = target.shape[0]
     fig, axes = plt.subplots(1, H, figsize=(5 * H, 3.2), squeeze=False)
     for h, ax in enumerate(axes[0]):
-        ax.plot(target[h], color="0.2", lw=2.5, alpha=0.5, label="target")
-        ax.plot(initial[h], color="C0", lw=1, ls="--", label="at initialisation")
+        ax.plot(target[h], color="0.2", lw=3, alpha=0.4, label="target")
+        ax.plot(initial[h], color="C0", lw=0.8, ls="--", label="at initialisation (clipped)")
         ax.plot(learned[h], color="C3", lw=1.2, label="after training")
+        # Scale to the target: the random initial kernel is much larger and would hide the fit.
+        peak = np.max(np.abs(target[h]))
+        ax.set_ylim(-0.8 * peak, 1.8 * peak)
         ax.set_xlabel(r"$\ell$")
         ax.set_title(f"channel {h}" + (f": {titles[h]}" if titles else ""))
         if xlim is not None:
