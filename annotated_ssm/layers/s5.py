@@ -161,10 +161,9 @@ class S5Layer(SSMLayer):
         u = jnp.asarray(u)
         L = u.shape[-2]
         step = self.step_sizes()
-        if steps is None:
-            scale = None
-        else:
-            scale = self._check_steps(steps, u.shape[:-1])[..., None]  # (..., L, 1) or (1,)*
+        # The per-observation scale of Δ, shaped to broadcast against (..., L, P'):
+        # (1,) for a scalar, (L, 1) for a sequence shared by the batch, (B, L, 1) per sequence.
+        scale = None if steps is None else self._check_steps(steps, u.shape[:-1])[..., None]
         Lambda_bar, factor = self._discretize(step if scale is None else scale * step)
         # B̃u for every time step, before any Δ enters: (..., L, P').
         Bu = jnp.einsum("...lh,ph->...lp", u.astype(jnp.complex64), _to_complex(self.B_tilde[...]))
