@@ -377,7 +377,8 @@ def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
     L = int(round(t_max / step)) + 1
     t = step * np.arange(L)
     exact, ssm = legs_exact_basis(L, step)
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.2), sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.4), sharex=True, sharey=True)
+    axes = axes.ravel()
     figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
     for n, row in enumerate(ssm):
         axes[0].plot(t, row, color="k", lw=0.8, ls=":", label="SSM kernel / Δ" if n == 0 else None)
@@ -432,7 +433,7 @@ def figure4(inits: dict, N: int):
 def s4d_explorer_figure(A, A_bar, basis, kernel, *, step: float, title: str = ""):
     """Three panels: the discrete eigenvalues Ā in the unit disc, a few basis functions
     Re(B̄_n Ā_n^ℓ)/Δ, and the kernel K̄_ℓ for a fixed C (both against ℓ)."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
     colors = np.arange(len(A_bar))
     complex_plane(axes[0], A_bar, unit_circle=True, c=colors, cmap="viridis", s=10)
     axes[0].set_title(r"$\bar A_n$ (colour: n)", fontsize=10)

@@ -254,6 +254,8 @@ def _explorer_eigenvalues(init: str, N: int, real_part: float, imag_scale: float
     return diagonal_init(init, N, key=jax.random.key(0), real_part=real_part, imag_scale=imag_scale)
 
 
+_DISPLAY_NAMES = {"legs": "LegS", "inv": "Inv", "lin": "Lin", "inv2": "Inv2", "quad": "Quad", "real": "Real",
+                  "rand": "Rand"}
 _EXPLORER_SLOTS = 256  # every N <= 256 is padded to this many states: one compiled kernel
 
 
@@ -313,9 +315,9 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
     def draw(init, N, real_part, imag_scale, discretization, log10_step):
         step = 10.0**log10_step
         A, A_bar, basis, kernel = s4d_explorer_data(init, N, real_part, imag_scale, discretization, step)
-        note = " (S4D-Real: real part and scale fixed)" if init == "real" else ""
+        note = " (real part and scale fixed)" if init == "real" else ""
         return s4d_explorer_figure(A, A_bar, basis, kernel, step=step,
-                                   title=f"S4D-{init}, N = {N}, {discretization}{note}")
+                                   title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
 
     # Compile the four (discretisation, conjugate) variants now, not on the first click.
     zeros = np.zeros(_EXPLORER_SLOTS, np.complex64)

@@ -218,8 +218,8 @@ def test_layer_parameterisation():
 
 
 def test_layer_gradients_finite():
-    layer = make_layer()
-    u = jax.random.normal(jax.random.key(3), (2, 64, 4), jnp.float32)
+    layer = make_layer(d_model=2, state_size=8)
+    u = jax.random.normal(jax.random.key(3), (16, 2), jnp.float32)
     grads = nnx.grad(lambda m: jnp.sum(m(u) ** 2))(layer)
     for _, value in nnx.to_flat_state(grads):
         assert np.all(np.isfinite(value[...]))
@@ -257,7 +257,7 @@ def test_layer_bad_input():
 
 
 @pytest.mark.skipif(not hasattr(kernels, "s4_kernel"), reason="kernels.s4_kernel (chapter 4) not present")
-@pytest.mark.parametrize("name", ["legs", "inv", "lin"])
+@pytest.mark.parametrize("name", ["legs", "lin"])
 def test_equals_s4_kernel_without_low_rank_term(name):
     """S4D is S4 with P = 0: S4's Cauchy/Woodbury kernel (bilinear) with the low-rank part set
     to zero equals the Vandermonde kernel. S4 learns C̃ = C (I - Ā^L), so pass that."""
