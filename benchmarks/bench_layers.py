@@ -45,6 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--state-size", type=int, default=64, help="N for S4, DSS, S4D (default 64)")
     parser.add_argument("--s5-state-size", type=int, default=256, help="P for S5 (default 256)")
     parser.add_argument("--batch", type=int, default=1, help="sequences per batch (default 1)")
+    parser.add_argument("--s4-chunk-size", type=int, default=None,
+                        help="S4 only: evaluate the kernel's frequencies in chunks of this size (bounds memory)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (median; default 5, 3 with --quick)")
     parser.add_argument("--quick", action="store_true", help="small sizes: H = 32, L = 256, 1024, 4096")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: benchmark one layer, print JSON lines
@@ -101,7 +103,8 @@ def run_worker(args) -> None:
     name = args.worker
     cls = get_layer(name)
     state_size = args.s5_state_size if name == "s5" else args.state_size
-    layer = cls(args.d_model, state_size, rngs=nnx.Rngs(0))
+    options = {"chunk_size": args.s4_chunk_size} if name == "s4" and args.s4_chunk_size else {}
+    layer = cls(args.d_model, state_size, rngs=nnx.Rngs(0), **options)
     graphdef, params = nnx.split(layer)
     convolutional = isinstance(layer, ConvolutionalSSMLayer)
 
@@ -154,7 +157,8 @@ def main(argv=None) -> None:
     import jax
 
     print(f"JAX {jax.__version__}, backend {jax.default_backend()}, device {jax.devices()[0].device_kind}")
-    print(f"H = {args.d_model}, N = {args.state_size} (S5: P = {args.s5_state_size}), batch = {args.batch}, "
+    chunk = f", S4 chunk_size = {args.s4_chunk_size}" if args.s4_chunk_size else ""
+    print(f"H = {args.d_model}, N = {args.state_size} (S5: P = {args.s5_state_size}), batch = {args.batch}{chunk}, "
           f"median of {args.repeats} runs after warm-up, times in ms")
     memory_kind = None
     header = f"{'layer':5s} {'L':>6s} {'kernel':>9s} {'forward':>9s} {'fwd+bwd':>9s} {'memory':>10s}"
@@ -166,6 +170,8 @@ def main(argv=None) -> None:
                    "--lengths", *map(str, args.lengths), "--d-model", str(args.d_model),
                    "--state-size", str(args.state_size), "--s5-state-size", str(args.s5_state_size),
                    "--batch", str(args.batch), "--repeats", str(args.repeats)]
+        if args.s4_chunk_size:
+            command += ["--s4-chunk-size", str(args.s4_chunk_size)]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         printed = 0
         for line in process.stdout:
