@@ -1,7 +1,7 @@
 """HiPPO matrices, their structured (normal / diagonal-plus-low-rank) forms, and the
 functions that read a signal's history back out of a HiPPO state.
 
-    legs, legt, hippo_matrices      the (A, B) of each measure
+    legs, legt, lagt, hippo_matrices    the (A, B) of each measure
     legs_basis                      closed form of LegS's basis e^{tA}B
     reconstruction_basis, reconstruct   u(t - s) ≈ Σ_n x_n(t) g_n(s)
     normal_legs, dplr_legs          A = A_normal - P Pᵀ and its stable diagonalisation
@@ -22,8 +22,10 @@ __all__ = [
     "MEASURES",
     "legs",
     "legt",
+    "lagt",
     "hippo_matrices",
     "legendre",
+    "laguerre",
     "legs_basis",
     "reconstruction_basis",
     "reconstruct",
@@ -31,7 +33,7 @@ __all__ = [
     "dplr_legs",
 ]
 
-MEASURES = ("legs", "legt")
+MEASURES = ("legs", "legt", "lagt")
 
 
 def legs(N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,11 +75,33 @@ def legt(N: int, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     return A, B
 
 
+def lagt(N: int, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """HiPPO-LagT (translated Laguerre): exponentially fading memory in Laguerre functions.
+
+    ``A = (I/2 - tril(ones)) / theta`` (ones on and below the diagonal), ``B = 1/theta``:
+    the form of the HiPPO code with the tilt 1/2. Then ``e^{tA}B`` is
+    ``L_n(t/theta) e^{-t/(2 theta)} / theta``, ``L_n`` the Laguerre polynomials: the
+    Laguerre functions, orthonormal on [0, ∞) under the uniform measure, stretched to the
+    time scale ``theta``. All eigenvalues equal ``-1/(2 theta)`` (one Jordan block).
+
+    Returns:
+        A: (N, N) float64, lower triangular.
+        B: (N,) float64.
+    """
+    N = check_positive_int("N", N)
+    _check_theta(theta)
+    A = (0.5 * np.eye(N) - np.tril(np.ones((N, N)))) / theta
+    return A, np.full(N, 1.0 / theta)
+
+
 def hippo_matrices(measure: str, N: int, *, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """The HiPPO (A, B) of a measure by name: ``"legs"`` (:func:`legs`) or ``"legt"``
-    (:func:`legt`, window length ``theta``; ignored for LegS)."""
+    """The HiPPO (A, B) of a measure by name: ``"legs"`` (:func:`legs`), ``"legt"``
+    (:func:`legt`, window length ``theta``) or ``"lagt"`` (:func:`lagt`, time scale
+    ``theta``). ``theta`` is ignored for LegS."""
     check_choice("measure", measure, MEASURES)
-    return legs(N) if measure == "legs" else legt(N, theta)
+    if measure == "legs":
+        return legs(N)
+    return legt(N, theta) if measure == "legt" else lagt(N, theta)
 
 
 def legendre(N: int, z) -> np.ndarray:
@@ -102,6 +126,29 @@ def legendre(N: int, z) -> np.ndarray:
     for n in range(1, N - 1):
         P[n + 1] = ((2 * n + 1) * z * P[n] - n * P[n - 1]) / (n + 1)
     return P
+
+
+def laguerre(N: int, x) -> np.ndarray:
+    """Laguerre polynomials ``L_0 … L_{N-1}`` evaluated at ``x`` (``L_n(0) = 1``).
+
+    Three-term recurrence ``(n+1) L_{n+1} = (2n+1-x) L_n - n L_{n-1}``.
+
+    Args:
+        N: number of polynomials.
+        x: (...) points, normally >= 0.
+
+    Returns:
+        (N, ...) float64: row n is ``L_n(x)``.
+    """
+    N = check_positive_int("N", N)
+    x = np.asarray(x, dtype=np.float64)
+    L = np.empty((N,) + x.shape)
+    L[0] = 1.0
+    if N > 1:
+        L[1] = 1.0 - x
+    for n in range(1, N - 1):
+        L[n + 1] = ((2 * n + 1 - x) * L[n] - n * L[n - 1]) / (n + 1)
+    return L
 
 
 def legs_basis(N: int, t: np.ndarray) -> np.ndarray:
@@ -129,12 +176,14 @@ def reconstruction_basis(measure: str, N: int, s, *, theta: float = 1.0) -> np.n
       exactly the coefficient of the orthogonal projection of the history onto ``g_n``.
     - ``"legt"``: ``g_n(s) = P_n(2s/theta - 1)`` on the window ``0 <= s <= theta`` and 0
       outside it (LegT only remembers the last ``theta`` time units).
+    - ``"lagt"``: ``g_n(s) = L_n(s/theta) e^{-s/(2 theta)}``, the Laguerre functions
+      (orthonormal under the uniform measure ``ds/theta`` on [0, ∞)).
 
     Args:
         measure: "legs" or "legt".
         N: state size.
         s: (S,) lags >= 0 (how far into the past).
-        theta: LegT window length.
+        theta: LegT window length, LagT time scale (ignored for LegS).
 
     Returns:
         (N, S) float64: row n is ``g_n``.
@@ -145,6 +194,8 @@ def reconstruction_basis(measure: str, N: int, s, *, theta: float = 1.0) -> np.n
     if measure == "legs":
         return np.sqrt(2.0 * np.arange(N) + 1.0)[:, None] * legendre(N, 2.0 * np.exp(-s) - 1.0)
     _check_theta(theta)
+    if measure == "lagt":
+        return laguerre(N, s / theta) * np.exp(-s / (2.0 * theta))
     inside = s <= theta
     return legendre(N, np.where(inside, 2.0 * s / theta - 1.0, 1.0)) * inside
 

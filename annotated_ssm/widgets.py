@@ -169,7 +169,8 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
     controls = {
         "N": w.IntSlider(value=32, min=2, max=128, step=2, description="N", continuous_update=False),
         "measure": w.Dropdown(options=list(hippo.MEASURES), value="legs", description="measure"),
-        "theta": w.FloatSlider(value=2.0, min=0.5, max=4.0, step=0.25, description="θ (LegT)", continuous_update=False),
+        # LegT: window length; LagT: time scale (try ~0.05). Log scale covers both.
+        "theta": w.FloatLogSlider(value=2.0, base=10, min=-2, max=0.6, step=0.05, description="θ (LegT, LagT)", continuous_update=False),
     }
     return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction")
 

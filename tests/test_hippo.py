@@ -72,7 +72,7 @@ def _zoh_states(A, B, u, dt):
     return x
 
 
-def _history_errors(measure, sizes, T=4.0, dt=1e-3):
+def _history_errors(measure, sizes, T=4.0, dt=1e-3, theta=1.0):
     # A smooth input that starts at 0, sampled at mid-steps and held piecewise constant
     # (ZOH then gives the exact continuous state); reconstruct the last time unit.
     f = lambda t: np.sin(3 * t) + 0.5 * np.sin(7 * t)
@@ -80,9 +80,9 @@ def _history_errors(measure, sizes, T=4.0, dt=1e-3):
     s = np.linspace(0, 1, 101)
     errors = []
     for N in sizes:
-        A, B = hippo.hippo_matrices(measure, N, theta=1.0)
+        A, B = hippo.hippo_matrices(measure, N, theta=theta)
         x = _zoh_states(A, B, u, dt)
-        errors.append(np.max(np.abs(hippo.reconstruct(x, s, measure, theta=1.0) - f(T - s))))
+        errors.append(np.max(np.abs(hippo.reconstruct(x, s, measure, theta=theta) - f(T - s))))
     return errors
 
 
@@ -95,6 +95,34 @@ def test_legs_reconstruction_improves_with_N():
 def test_legt_reconstructs_window():
     errors = _history_errors("legt", (16, 32))
     assert max(errors) < 1e-3, errors
+
+
+def test_lagt_reconstruction_improves_with_N():
+    errors = _history_errors("lagt", (16, 32, 64, 128), theta=0.05)
+    assert all(e1 < e0 for e0, e1 in zip(errors, errors[1:])), errors
+    assert errors[-1] < 0.03
+
+
+@pytest.mark.parametrize("theta", [1.0, 0.3])
+def test_lagt_basis_is_laguerre_functions(theta):
+    # e^{tA}B = L_n(t/θ) e^{-t/(2θ)} / θ, and the Laguerre functions are orthonormal:
+    # Gauss-Laguerre quadrature integrates L_n L_m e^{-v} exactly.
+    N = 12
+    A, B = hippo.lagt(N, theta)
+    t = np.linspace(0, 20, 41)
+    g = hippo.reconstruction_basis("lagt", N, t, theta=theta)
+    assert np.max(np.abs(expm_basis(A, B, t) - g / theta)) < 1e-12
+    np.testing.assert_allclose(np.linalg.eigvals(A).real, -0.5 / theta, atol=1e-3 / theta)  # a Jordan block
+    v, w = np.polynomial.laguerre.laggauss(N + 2)
+    gv = hippo.reconstruction_basis("lagt", N, theta * v, theta=theta) * np.exp(v / 2)
+    assert np.max(np.abs((gv * w) @ gv.T - np.eye(N))) < 1e-10
+
+
+def test_laguerre_matches_numpy():
+    x = np.linspace(0, 30, 61)
+    L = hippo.laguerre(15, x)
+    for n in range(15):
+        np.testing.assert_allclose(L[n], np.polynomial.laguerre.Laguerre.basis(n)(x), rtol=1e-10, atol=1e-10)
 
 
 def test_nplr_split():
@@ -145,7 +173,7 @@ def test_legt_eigenvalues_stable():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
 def test_bad_state_size(bad):
-    for make in (hippo.legs, hippo.legt, hippo.normal_legs, hippo.dplr_legs):
+    for make in (hippo.legs, hippo.legt, hippo.lagt, hippo.normal_legs, hippo.dplr_legs):
         with pytest.raises(ValueError, match="N"):
             make(bad)
     with pytest.raises(ValueError, match="N"):
@@ -157,6 +185,10 @@ def test_bad_arguments():
         hippo.legt(4, theta=0.0)
     with pytest.raises(ValueError, match="theta"):
         hippo.legt(4, theta=np.inf)
+    with pytest.raises(ValueError, match="theta"):
+        hippo.lagt(4, theta=-1.0)
+    with pytest.raises(ValueError, match="theta"):
+        hippo.reconstruction_basis("lagt", 4, [0.0], theta=0.0)
     with pytest.raises(ValueError, match="measure"):
         hippo.hippo_matrices("fourier", 4)
     with pytest.raises(ValueError, match="s must"):
