@@ -105,12 +105,17 @@ def _standardise(x_train: np.ndarray, x_test: np.ndarray):
 
 # --- Offline datasets ---------------------------------------------------------------------
 
-def _mnist1d_arrays(num_samples: int, seed: int):
+def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
     """Run the mnist1d package's generator (never its download) without touching the
     caller's global random state (the generator seeds numpy's and Python's global RNGs)."""
     from mnist1d.data import get_dataset_args, make_dataset
 
     args = get_dataset_args()
+    allowed = ("template_len", "padding", "scale_coeff", "max_translation", "corr_noise_scale", "iid_noise_scale",
+               "shear_scale", "final_seq_length")
+    for key, value in (options or {}).items():
+        check_choice("mnist1d option", key, allowed)
+        setattr(args, key, value)
     args.num_samples = num_samples
     args.seed = seed
     numpy_state, python_state = np.random.get_state(), random.getstate()
@@ -121,12 +126,16 @@ def _mnist1d_arrays(num_samples: int, seed: int):
         random.setstate(python_state)
 
 
-def load_mnist1d(num_samples: int = 5000, seed: int = 42) -> Dataset:
+def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
     """MNIST-1D: 10 one-dimensional digit templates, randomly padded, translated, sheared,
     scaled and corrupted with noise; length 40. The defaults give the standard 4000/1000
-    split of the paper. Returns x of shape (n, 40, 1)."""
+    split of the paper. Returns x of shape (n, 40, 1).
+
+    ``options`` override the generator's settings (``mnist1d.get_dataset_args``), e.g.
+    ``max_translation=1, shear_scale=0`` for digits that stay in place and keep their shape.
+    """
     num_samples = check_positive_int("num_samples", num_samples, minimum=10)
-    data = _mnist1d_arrays(num_samples, seed)
+    data = _mnist1d_arrays(num_samples, seed, options)
     return Dataset(
         "mnist1d",
         data["x"][..., None].astype(np.float32),
@@ -172,12 +181,14 @@ def load_digits_ar(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
     return Dataset("digits_ar", shift(p_train), p_train[..., None], shift(p_test), p_test[..., None], "regression")
 
 
-def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42, noise: float = 1.0) -> Dataset:
+def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42, noise: float = 1.0,
+                      **options) -> Dataset:
     """A long-range memory task: an MNIST-1D digit (40 steps) followed by Gaussian noise of
     standard deviation ``noise`` up to ``length`` steps. The label must be remembered from
-    the first 40 steps to wherever the model reads it out. Returns x of shape (n, length, 1)."""
+    the first 40 steps to wherever the model reads it out. Returns x of shape (n, length, 1).
+    ``options`` go to the MNIST-1D generator (see :func:`load_mnist1d`)."""
     length = check_positive_int("length", length, minimum=40)
-    base = load_mnist1d(num_samples, seed)
+    base = load_mnist1d(num_samples, seed, **options)
     rng = np.random.default_rng(seed)
 
     def pad(x):

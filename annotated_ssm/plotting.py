@@ -536,3 +536,65 @@ def irregular_sampling_figure(t_fine, target_fine, t_obs, observations, predicti
 
 
 # --- Chapter 8: training ----------------------------------------------------------------
+__all__ += ["sequence_examples", "learning_curves", "digit_completions"]
+
+
+def sequence_examples(x, y, *, n: int = 10, title: str | None = None):
+    """One small panel per class: the first example of each label. x: (n, L, 1), y: (n,)."""
+    x, y = np.asarray(x), np.asarray(y)
+    labels = sorted(set(y.tolist()))[:n]
+    fig, axes = plt.subplots(1, len(labels), figsize=(1.3 * len(labels), 1.6), dpi=80, sharey=True)
+    for ax, label in zip(np.atleast_1d(axes), labels):
+        ax.plot(x[np.flatnonzero(y == label)[0], :, 0], color="C0", lw=1.2)
+        ax.set_title(str(label), fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def learning_curves(histories: dict, *, references: dict | None = None, target: float | None = None):
+    """Train loss and test accuracy against epochs, one line per run.
+
+    Args:
+        histories: name -> ``annotated_ssm.train.History``.
+        references: name -> accuracy, drawn as dotted horizontal lines (e.g. published baselines).
+        target: an accuracy bar drawn as a dashed line.
+    """
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4), dpi=90)
+    for i, (name, history) in enumerate(histories.items()):
+        ax_loss.plot(history.epoch, history.train_loss, color=f"C{i}", label=name)
+        ax_acc.plot(history.epoch, history.test_accuracy, color=f"C{i}", marker=".", label=name)
+    for j, (name, value) in enumerate((references or {}).items()):
+        ax_acc.axhline(value, color="0.4", ls=":", lw=1)
+        ax_acc.annotate(name, (1, value), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8, color="0.3")
+    if target is not None:
+        ax_acc.axhline(target, color="k", ls="--", lw=0.8)
+    ax_loss.set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
+    ax_acc.set(xlabel="epoch", ylabel="test accuracy", ylim=(0.5, 1.0))
+    ax_loss.legend(frameon=False)
+    ax_acc.legend(frameon=False, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def digit_completions(truth, completions, *, prompt_rows: int = 4):
+    """8x8 images, originals above and completions below; a red line marks where the
+    model took over. truth, completions: (n, 64) pixels in [0, 1]."""
+    truth, completions = np.asarray(truth), np.asarray(completions)
+    n = len(truth)
+    fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.6), dpi=90)
+    for k in range(n):
+        for row, (images, name) in enumerate(((truth, "original"), (completions, "completed"))):
+            ax = axes[row, k]
+            ax.imshow(images[k].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row == 1:
+                ax.axhline(prompt_rows - 0.5, color="r", lw=1.5)
+            if k == 0:
+                ax.set_ylabel(name, fontsize=9)
+    fig.tight_layout()
+    return fig
