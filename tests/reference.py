@@ -9,8 +9,9 @@ import scipy.linalg
 
 def discretize_dense(A, B, step, method):
     """Dense float64 discretisation (A (N, N), B (N,) or (N, M), scalar step)."""
-    A = np.asarray(A, dtype=np.result_type(A, np.float64))
-    B = np.asarray(B, dtype=np.result_type(B, np.float64))
+    A, B = np.asarray(A), np.asarray(B)
+    A = A.astype(np.result_type(A, np.float64))
+    B = B.astype(np.result_type(B, np.float64))
     N = A.shape[0]
     eye = np.eye(N)
     if method == "euler":
@@ -37,7 +38,8 @@ def direct_causal_conv(u, K):
 
 def recurrence(A_bar, B_bar, C, u, D=0.0):
     """y_ℓ = C x_ℓ + D u_ℓ with x_ℓ = Ā x_{ℓ-1} + B̄ u_ℓ, x_{-1} = 0 (SISO, dense or diagonal Ā)."""
-    A_bar, B_bar, C = (np.asarray(a, dtype=np.result_type(a, np.float64)) for a in (A_bar, B_bar, C))
+    A_bar, B_bar, C = (np.asarray(a) for a in (A_bar, B_bar, C))
+    A_bar, B_bar, C = (a.astype(np.result_type(a, np.float64)) for a in (A_bar, B_bar, C))
     x = np.zeros(B_bar.shape, dtype=np.result_type(A_bar, B_bar, C))
     y = []
     for u_l in np.asarray(u, dtype=np.float64):
