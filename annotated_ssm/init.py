@@ -132,7 +132,9 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     Ablations (S4D paper, Table 3a; see ``DIAGONAL_ABLATIONS``):
         imag_scale    multiplies the imaginary parts (0.01 and 100 in the paper).
         random_imag   replaces the index n by u ~ U[0, N/2) in the formula (inv, lin, inv2,
-                      quad); equally spaced u would give the formula back.
+                      quad); equally spaced u would give the formula back. (For inv,
+                      u > (N-1)/2 gives a slightly negative imaginary part: the other
+                      member of a conjugate pair, just as valid.)
         random_real   real parts -U[0, 1) instead of ``real_part``.
 
     Args:
@@ -162,14 +164,17 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
         raise ValueError(f"N must be even for name={name!r} (eigenvalues come in conjugate pairs, N/2 are "
                          f"kept); got N={N}.")
     half = N // 2
-    key_real = key_imag = None
+    # Random draws: a NumPy generator seeded from the JAX key's bits. Same key, same draw;
+    # and unlike jax.random it compiles nothing per shape, so widgets changing N stay fast.
+    rng_real = rng_imag = None
     if key is not None:
-        key_real, key_imag = jax.random.split(key)
+        seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
+        rng_real, rng_imag = (np.random.default_rng(seed + [stream]) for stream in (0, 1))
     if random_imag:
         if name in ("legs", "rand"):
             raise ValueError(f"random_imag applies to the formula initialisations inv, lin, inv2, quad; "
                              f"got name={name!r}.")
-        n = half * np.asarray(jax.random.uniform(key_imag, (half,), jnp.float32), np.float64)
+        n = half * rng_imag.uniform(size=half)
     else:
         n = np.arange(half, dtype=np.float64)
     if name == "legs":
@@ -183,9 +188,9 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     elif name == "quad":
         imag = (2 * n + 1) ** 2 / np.pi
     else:  # rand
-        imag = np.exp(np.asarray(jax.random.normal(key_imag, (half,), jnp.float32), np.float64))
+        imag = np.exp(rng_imag.standard_normal(half))
     if random_real:
-        real = -np.asarray(jax.random.uniform(key_real, (half,), jnp.float32), np.float64)
+        real = -rng_real.uniform(size=half)
     else:
         real = np.full(half, float(real_part))
     return real + 1j * imag_scale * imag
