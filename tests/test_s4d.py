@@ -299,3 +299,12 @@ def test_theorem3_convergence():
     early = [errors[N, "bilinear"][0] for N in (64, 256, 1024)]
     assert early[0] > early[1] > early[2]
     assert early[2] < 0.05
+
+
+def test_layer_under_jit_and_vmap():
+    layer = make_layer()
+    u = jax.random.normal(jax.random.key(5), (3, 40, 4), jnp.float32)
+    eager = layer(u)
+    np.testing.assert_allclose(nnx.jit(lambda m, x: m(x))(layer, u), eager, rtol=1e-5, atol=1e-6)
+    per_sequence = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0))(layer, u)
+    np.testing.assert_allclose(per_sequence, eager, rtol=1e-5, atol=1e-6)
