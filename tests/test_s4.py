@@ -14,7 +14,7 @@ from reference import direct_causal_conv, discretize_dense, relative_error
 from annotated_ssm.hippo import dplr_legs, legs
 from annotated_ssm.kernels import cauchy, naive_kernel, s4_kernel
 from annotated_ssm.layers import SSMParam, get_layer
-from annotated_ssm.layers.s4 import S4Layer, conjugate_pairs, dplr_bilinear
+from annotated_ssm.layers.s4 import S4Layer, dplr_bilinear
 
 STEPS = np.array([1e-3, 1e-2, 1e-1])
 
