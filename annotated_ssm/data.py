@@ -5,8 +5,8 @@ Three work offline and are small enough for a laptop CPU:
 - ``mnist1d``: MNIST-1D (Greydanus 2020), generated locally by the ``mnist1d`` package's own
   generator: 4000 training and 1000 test sequences of length 40, 10 classes.
 - ``digits``: scikit-learn's 8x8 handwritten digits read pixel by pixel (length 64).
-  ``digits_ar`` is the same data as a causal regression task: predict pixel t from pixels
-  < t, the setting for autoregressive generation.
+  ``digits_ar`` is the same data as a causal regression task: predict row (or pixel) t from
+  the ones before it, the setting for autoregressive generation.
 - ``mnist1d_long``: a long-range task. Each MNIST-1D digit is shown at the start of a
   sequence and followed by noise up to length 1024; the class must be carried across
   ~1000 steps of distraction.
@@ -166,19 +166,27 @@ def load_digits(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
     return Dataset("digits", x_train, y_train.astype(np.int32), x_test, y_test.astype(np.int32), "classification", 10)
 
 
-def load_digits_ar(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
-    """The digits as a causal next-pixel regression task.
+def load_digits_ar(seed: int = 0, test_fraction: float = 0.2, by: str = "row") -> Dataset:
+    """The digits as a causal next-step regression task, for autoregressive generation.
 
-    Targets are the 64 pixels in [0, 1], shape (n, 64, 1); inputs are the same pixels shifted
-    one step right with a 0 in front, so the model's output at step t only sees pixels < t.
-    Feeding each prediction back as the next input generates an image pixel by pixel.
+    ``by="row"``: sequences of 8 steps, each a row of 8 pixels, shape (n, 8, 8);
+    ``by="pixel"``: sequences of 64 steps of one pixel, shape (n, 64, 1).
+    Targets are the pixels in [0, 1]; inputs are the same steps shifted one step right with
+    zeros in front, so the model's output at step t only sees steps < t. Feeding each
+    prediction back as the next input generates an image step by step.
     """
+    check_choice("by", by, ("row", "pixel"))
     p_train, _, p_test, _ = _digit_pixels(seed, test_fraction)
+    shape = (8, 8) if by == "row" else (64, 1)
 
-    def shift(p):
-        return np.concatenate([np.zeros((len(p), 1), np.float32), p[:, :-1]], axis=1)[..., None]
+    def steps(p):
+        return p.reshape(len(p), *shape)
 
-    return Dataset("digits_ar", shift(p_train), p_train[..., None], shift(p_test), p_test[..., None], "regression")
+    def shift(y):
+        return np.concatenate([np.zeros_like(y[:, :1]), y[:, :-1]], axis=1)
+
+    y_train, y_test = steps(p_train), steps(p_test)
+    return Dataset("digits_ar", shift(y_train), y_train, shift(y_test), y_test, "regression")
 
 
 def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42, noise: float = 1.0,

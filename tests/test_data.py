@@ -62,17 +62,24 @@ def test_digits_split_and_scaling(no_network):
     rows = {r.tobytes() for r in images}
     assert len(rows) == len(images)  # no duplicate images, so this check is meaningful
     ar = load_dataset("digits_ar")
-    seen = [(p * 16).round().astype(images.dtype).tobytes() for p in np.concatenate([ar.y_train, ar.y_test])[..., 0]]
+    seen = [(p * 16).round().astype(images.dtype).tobytes()
+            for p in np.concatenate([ar.y_train, ar.y_test]).reshape(-1, 64)]
     assert len(set(seen)) == len(images) and set(seen) == rows
 
 
 def test_digits_ar_inputs_are_targets_shifted():
-    ds = load_dataset("digits_ar")
-    assert ds.task == "regression" and ds.n_outputs == 1 and ds.n_classes is None
-    assert ds.x_train.shape == ds.y_train.shape == (1438, 64, 1)
-    np.testing.assert_array_equal(ds.x_train[:, 0], 0.0)
-    np.testing.assert_array_equal(ds.x_train[:, 1:], ds.y_train[:, :-1])
-    assert ds.y_train.min() >= 0 and ds.y_train.max() <= 1
+    rows = load_dataset("digits_ar")
+    pixels = load_dataset("digits_ar", by="pixel")
+    assert rows.task == "regression" and rows.n_outputs == 8 and rows.n_classes is None
+    assert rows.x_train.shape == rows.y_train.shape == (1438, 8, 8)
+    assert pixels.x_train.shape == pixels.y_train.shape == (1438, 64, 1) and pixels.n_outputs == 1
+    for ds in (rows, pixels):
+        np.testing.assert_array_equal(ds.x_train[:, 0], 0.0)
+        np.testing.assert_array_equal(ds.x_train[:, 1:], ds.y_train[:, :-1])
+        assert ds.y_train.min() >= 0 and ds.y_train.max() <= 1
+    np.testing.assert_array_equal(rows.y_test.reshape(-1, 64), pixels.y_test[..., 0])
+    with pytest.raises(ValueError, match="by 'column'"):
+        load_dataset("digits_ar", by="column")
 
 
 def test_mnist1d_long_starts_with_the_digit():
@@ -233,3 +240,11 @@ def test_fetch_offline_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(OSError, match=r"offline\?.*put it at .*file.bin \(MD5 abc\).*mnist1d"):
         data.fetch("https://example.invalid/file.bin", "abc", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_mnist1d_generator_options():
+    plain = load_dataset("mnist1d", num_samples=100)
+    clean = load_dataset("mnist1d", num_samples=100, max_translation=1, shear_scale=0, corr_noise_scale=0)
+    assert clean.x_train.shape == plain.x_train.shape and not np.array_equal(clean.x_train, plain.x_train)
+    with pytest.raises(ValueError, match="mnist1d option 'url'.*'max_translation'"):
+        load_dataset("mnist1d", num_samples=100, url="https://example.invalid")
