@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -9,10 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from ._validation import check_positive_finite, check_positive_int
+from ._validation import check_choice, check_positive_finite, check_positive_int
 from .hippo import dplr_legs
 
-__all__ = ["log_step"]
+__all__ = [
+    "log_step",
+    "DIAGONAL_INITS",
+    "DIAGONAL_ABLATIONS",
+    "diagonal_init",
+    "legs_eigenvalues",
+    "block_hippo_n",
+    "s5_init",
+]
 
 
 # --- Step sizes -------------------------------------------------------------------------
@@ -33,13 +42,6 @@ def log_step(key: jax.Array, shape, step_min: float = 1e-3, step_max: float = 1e
 
 # --- Diagonal initialisations of S4D and DSS (chapter 6) --------------------------------
 
-import functools  # noqa: E402  (each section imports what it uses; the file is shared)
-
-import numpy as np  # noqa: E402
-
-from ._validation import check_choice, check_positive_int  # noqa: E402
-
-__all__ += ["DIAGONAL_INITS", "DIAGONAL_ABLATIONS", "diagonal_init", "legs_eigenvalues"]
 
 #: The named initialisations of the S4D paper (§4 and §5.2).
 DIAGONAL_INITS = ("legs", "inv", "lin", "inv2", "quad", "real", "rand")
@@ -197,8 +199,6 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
 
 
 # --- S5: block-diagonal HiPPO-N initialisation (chapter 7) -------------------------------
-
-__all__ += ["block_hippo_n", "s5_init"]
 
 
 def block_hippo_n(state_size: int, blocks: int = 1, *, conj_sym: bool = True):

@@ -7,12 +7,24 @@ convolution, and the fast structured kernels of the later chapters.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_finite, check_positive_int
+from ._validation import check_choice, check_finite, check_ndim, check_positive_finite, check_positive_int, is_concrete
+from .discretize import discretize_diagonal
 
-__all__ = ["naive_kernel", "causal_conv"]  # extended by each section below
+__all__ = [
+    "naive_kernel",
+    "causal_conv",
+    "cauchy",
+    "s4_kernel",
+    "s4_nodes",
+    "DSS_VARIANTS",
+    "dss_coefficients",
+    "dss_kernel",
+    "vandermonde_kernel",
+]
 
 
 def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
@@ -102,13 +114,6 @@ def _fast_fft_length(n: int) -> int:
 
 
 # --- S4: the DPLR kernel through Cauchy products (chapter 4) -----------------------------
-
-# Imported here so this section stays self-contained (the module's imports are shared).
-import jax  # noqa: E402
-
-from ._validation import check_positive_finite  # noqa: E402
-
-__all__ += ["cauchy", "s4_kernel", "s4_nodes"]
 
 
 def cauchy(v, z, lambd, *, conjugate: bool = False):
@@ -275,13 +280,6 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
 
 # --- DSS: the exp and softmax kernels (chapter 5) ---------------------------------------
 
-import jax as _jax  # noqa: E402  (section-local imports: other sections edit this file too)
-
-from ._validation import check_choice as _check_choice  # noqa: E402
-from ._validation import check_positive_finite as _check_positive_finite  # noqa: E402
-from ._validation import is_concrete as _is_concrete  # noqa: E402
-
-__all__ += ["DSS_VARIANTS", "dss_coefficients", "dss_kernel"]
 
 DSS_VARIANTS = ("exp", "softmax")
 
@@ -309,8 +307,8 @@ def _reciprocal(x, eps):
 
 def _check_dss_inputs(Lambda, W, step, L, variant, eps):
     L = check_positive_int("L", L)
-    _check_choice("variant", variant, DSS_VARIANTS)
-    _check_positive_finite("eps", eps)
+    check_choice("variant", variant, DSS_VARIANTS)
+    check_positive_finite("eps", eps)
     if np.ndim(Lambda) not in (1, 2):
         raise ValueError(
             f"Lambda must have shape (N/2,) or (H, N/2) (one eigenvalue per conjugate pair); "
@@ -331,8 +329,8 @@ def _check_dss_inputs(Lambda, W, step, L, variant, eps):
         )
     check_finite("Lambda", Lambda)
     check_finite("W", W)
-    _check_positive_finite("step", step)
-    if variant == "exp" and _is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
+    check_positive_finite("step", step)
+    if variant == "exp" and is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
         raise ValueError(
             "Lambda must have real parts <= 0 for variant 'exp' (e^{λΔℓ} would grow without bound); "
             f"got max Re(Lambda) = {np.max(np.real(np.asarray(Lambda))):.3g}. Use variant='softmax' for "
@@ -436,19 +434,12 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     # Padded positions past L-1 are clamped to L-1 (then dropped): an exponent with a
     # positive real part must never appear, even in discarded entries, or grad sees inf·0.
     positions = jnp.minimum(jnp.arange(n_chunks * chunk), L - 1).astype(real_dtype).reshape(n_chunks, chunk)
-    blocks = _jax.lax.map(_jax.checkpoint(block), positions)  # (n_chunks, ..., H, c)
+    blocks = jax.lax.map(jax.checkpoint(block), positions)  # (n_chunks, ..., H, c)
     K = jnp.moveaxis(blocks, 0, -2)  # (..., H, n_chunks, c)
     return K.reshape(K.shape[:-2] + (n_chunks * chunk,))[..., :L]
 
 
 # --- S4D: the Vandermonde kernel (chapter 6) --------------------------------------------
-
-import jax  # noqa: E402  (each section imports what it uses; the file is shared)
-
-from ._validation import check_ndim  # noqa: E402
-from .discretize import discretize_diagonal  # noqa: E402
-
-__all__ += ["vandermonde_kernel"]
 
 
 def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,

@@ -9,15 +9,25 @@ carries both, and the book's configuration tells the HTML builder to prefer the 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from typing import Callable, Mapping
 
 import ipywidgets as w
 import matplotlib.pyplot as plt
-from IPython.display import clear_output, display
+import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["Explorer"]
+__all__ = [
+    "Explorer",
+    "eigenvalue_explorer",
+    "hippo_explorer",
+    "discretization_explorer",
+    "s4d_explorer",
+    "figure3_explorer",
+    "s4d_explorer_data",
+    "s5_explorer",
+]
 
 
 class Explorer:
@@ -77,8 +87,6 @@ class Explorer:
 
 
 # --- Chapter 1: continuous-time SSMs ----------------------------------------------------
-__all__ += ["eigenvalue_explorer"]
-
 
 def _chapter1_eigenvalues(real: float, imag: float, states: int):
     """λ_n = real + i·imag·n, n = 0 … states-1: one decay rate, equally spaced frequencies."""
@@ -111,10 +119,7 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
     return Explorer(draw, controls, title="Eigenvalue explorer (chapter 1)")
 
 
-
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
-
-__all__ += ["hippo_explorer"]
 
 
 def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float = 4.0) -> Explorer:
@@ -175,11 +180,7 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
     return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction")
 
 
-
-
 # --- Chapter 3: discretisation ----------------------------------------------------------
-
-__all__ += ["discretization_explorer"]
 
 
 def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
@@ -229,15 +230,8 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
     return Explorer(draw, controls, "Discretisation explorer: Δ and method -> Ā's eigenvalues and the kernel")
 
 
-
-
 # --- Chapter 6: S4D eigenvalue explorer and Figure 3 ------------------------------------
 
-import functools  # noqa: E402  (each section imports what it uses; the file is shared)
-
-import numpy as np  # noqa: E402
-
-__all__ += ["s4d_explorer", "figure3_explorer", "s4d_explorer_data"]
 
 _EXPLORER_LENGTH = 1024  # kernel length shown by the S4D explorer
 _FIGURE3_SLOTS = 512  # the Figure 3 widget pads N/2 to this (N <= 1024): one compiled kernel
@@ -368,8 +362,6 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
 
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
-
-__all__ += ["s5_explorer"]
 
 
 def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 2))) -> Explorer:

@@ -27,9 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .. import hippo
 from .._validation import check_choice, check_even, check_positive_int
-from ..init import log_step
+from ..init import diagonal_init, log_step
 from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam
 
@@ -40,11 +39,13 @@ def skew_hippo_eigenvalues(state_size: int) -> np.ndarray:
     """DSS's "skew-HiPPO" initialisation: the N/2 eigenvalues of HiPPO-N (``A^(N)``, the normal
     part of HiPPO-LegS) with positive imaginary part, largest first. Real parts are all -1/2.
 
+    This is the S4D-LegS initialisation under its DSS name: ``diagonal_init("legs", N)``.
+
     Returns:
         (N/2,) complex128.
     """
     check_even("state_size", check_positive_int("state_size", state_size), "conjugate pairs: N/2 states are kept")
-    return hippo.dplr_legs(state_size)[0][: state_size // 2]
+    return diagonal_init("legs", state_size)
 
 
 class DSSSystem(NamedTuple):
