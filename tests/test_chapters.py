@@ -16,14 +16,16 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION", "NBVAL_CHECK_OUTPUT")
 
 
-def _load_setup_cell_tool():
-    spec = importlib.util.spec_from_file_location("setup_cell", ROOT / "tools" / "setup_cell.py")
+def _load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-SETUP_CELL = _load_setup_cell_tool().setup_cell_source()
+SETUP_CELL = _load_tool("setup_cell").setup_cell_source()
+_MACRO_TOOL = _load_tool("expand_macros")
+MACROS, EXPAND = _MACRO_TOOL.macros(), _MACRO_TOOL.expand
 
 
 def code_cells(notebook):
@@ -82,7 +84,18 @@ def marker_problems(notebook) -> list[str]:
     return problems
 
 
-CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems]
+def macro_problems(notebook) -> list[str]:
+    """Markdown math uses plain LaTeX: the site's MathJax macros are unknown to Jupyter and Colab."""
+    used = [
+        i for i, c in enumerate(notebook["cells"])
+        if c["cell_type"] == "markdown" and EXPAND(source(c), MACROS) != source(c)
+    ]
+    if used:
+        return [f"markdown cells {used} use site-only macros (run `python tools/expand_macros.py` on the chapter)"]
+    return []
+
+
+CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems, macro_problems]
 
 
 @pytest.mark.skipif(not CHAPTERS, reason="no chapter in book/ yet")
@@ -137,3 +150,11 @@ def test_error_check_catches_stored_tracebacks():
 )
 def test_marker_check_catches_markers_without_a_reason(cell):
     assert marker_problems(make_notebook(cell))
+
+
+def test_macro_check_catches_site_only_macros():
+    notebook = make_notebook("x = 1")
+    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["The matrix $\\dA$ is stable."]})
+    assert macro_problems(notebook)
+    notebook["cells"][-1]["source"] = ["The matrix $\\overline{\\mathbf{A}}$ is stable."]
+    assert not macro_problems(notebook)
