@@ -569,7 +569,8 @@ def learning_curves(histories: dict, *, references: dict | None = None, target: 
         ax_acc.plot(history.epoch, history.test_accuracy, color=f"C{i}", marker=".", label=name)
     for j, (name, value) in enumerate((references or {}).items()):
         ax_acc.axhline(value, color="0.4", ls=":", lw=1)
-        ax_acc.annotate(name, (1, value), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8, color="0.3")
+        ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=8,
+                        color="0.3")
     if target is not None:
         ax_acc.axhline(target, color="k", ls="--", lw=0.8)
     ax_loss.set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
