@@ -23,7 +23,8 @@ def _load_tool(name):
     return module
 
 
-SETUP_CELL = _load_tool("setup_cell").setup_cell_source()
+_SETUP_TOOL = _load_tool("setup_cell")
+SETUP_CELL, SETUP_TAG = _SETUP_TOOL.setup_cell_source(), _SETUP_TOOL.TAG
 _MACRO_TOOL = _load_tool("expand_macros")
 MACROS, EXPAND = _MACRO_TOOL.macros(), _MACRO_TOOL.expand
 
@@ -42,6 +43,8 @@ def setup_cell_problems(notebook) -> list[str]:
         return ["no code cell"]
     if source(cells[0]) != SETUP_CELL:
         return ["first code cell differs from tools/setup_cell.py (run `python tools/setup_cell.py` on it)"]
+    if SETUP_TAG not in cells[0]["metadata"].get("tags", []):
+        return [f"the setup cell lacks the {SETUP_TAG!r} tag (run `python tools/setup_cell.py` on it)"]
     return []
 
 
@@ -113,6 +116,8 @@ def make_notebook(*sources, counts=None, outputs=None):
     outputs = outputs or [[] for _ in sources]
     cells = [{"cell_type": "code", "source": s, "execution_count": c, "outputs": o, "metadata": {}}
              for s, c, o in zip(sources, counts, outputs)]
+    if cells:
+        cells[0]["metadata"]["tags"] = [SETUP_TAG]
     return {"cells": [{"cell_type": "markdown", "source": "# Title", "metadata": {}}, *cells]}
 
 

@@ -52,6 +52,9 @@ import jax
 print(f"JAX {{jax.__version__}} | backend: {{jax.default_backend()}} | devices: {{jax.devices()}}")'''
 
 
+TAG = "hide-input"
+
+
 def repository_url() -> str:
     """Read ``repository: url:`` from _config.yml (no YAML dependency needed)."""
     text = (ROOT / "_config.yml").read_text()
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.notebooks:
         notebook = json.loads(path.read_text())
         first = next((c for c in notebook["cells"] if c["cell_type"] == "code"), None)
-        if first is not None and "".join(first["source"]) == source:
+        if first is not None and "".join(first["source"]) == source and TAG in first["metadata"].get("tags", []):
             continue
         stale.append(path)
         if args.check:
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         if first is None or not "".join(first["source"]).startswith("# Setup:"):
             raise SystemExit(f"{path}: the first code cell is not a setup cell; add one starting with '# Setup:'")
         first["source"] = source.splitlines(keepends=True)
+        # Collapsed on the website (the reader wants the chapter, not the install logic).
+        first["metadata"]["tags"] = sorted(set(first["metadata"].get("tags", [])) | {TAG})
         path.write_text(json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
         print(f"updated {path}")
     if args.check and stale:
