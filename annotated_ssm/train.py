@@ -395,6 +395,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--d-model", type=int, default=64, help="channels H inside the blocks")
     parser.add_argument("--n-layers", type=int, default=4, help="number of residual blocks")
     parser.add_argument("--state-size", type=int, default=64, help="state size N of each SSM")
+    parser.add_argument("--step-min", type=float, default=1e-3, help="smallest initial step size Δ")
+    parser.add_argument("--step-max", type=float, default=1e-1, help="largest initial step size Δ")
     parser.add_argument("--norm", default="layer", choices=NORMS, help="pre-norm of each block")
     parser.add_argument("--no-glu", action="store_true", help="plain Linear instead of GLU after the SSM")
     parser.add_argument("--dropout", type=float, default=0.0)
@@ -421,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dataset = load_dataset(args.dataset)
         model_kwargs: dict[str, Any] = dict(d_model=args.d_model, n_layers=args.n_layers, state_size=args.state_size,
-                                            norm=args.norm, glu=not args.no_glu, dropout=args.dropout)
+                                            norm=args.norm, glu=not args.no_glu, dropout=args.dropout,
+                                            step_min=args.step_min, step_max=args.step_max)
         if dataset.task == "classification":
             model_kwargs.update(bidirectional=args.bidirectional, pooling=args.pooling)
         model = build_model(args.layer, dataset, seed=args.seed, **model_kwargs)

@@ -166,7 +166,7 @@ def test_command_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--dataset", "imagenet"])
     assert "'mnist1d'" in capsys.readouterr().err
-    assert main(["--layer", LAYER, "--dataset", "digits", "--d-model", "8", "--n-layers", "1", "--state-size", "4",
+    assert main(["--layer", LAYER, "--dataset", "digits", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
                  "--max-steps", "3", "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 3 and summary["stopped"] == "step budget" and 0 <= summary["test_accuracy"] <= 1
