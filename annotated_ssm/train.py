@@ -296,8 +296,9 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         raise ValueError(f"batch_size must be <= the number of training samples ({len(dataset.x_train)}); "
                          f"got {batch_size}.")
     total_steps = steps_per_epoch * config.epochs
-    if config.max_steps is not None:
-        total_steps = min(total_steps, check_positive_int("max_steps", config.max_steps))
+    step_budget = config.max_steps is not None and check_positive_int("max_steps", config.max_steps) < total_steps
+    if step_budget:
+        total_steps = config.max_steps
     if optimizer is None:
         optimizer = make_optimizer(model, config, total_steps)
     replicate(model, mesh)
@@ -317,7 +318,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             step += 1
             bar.update()
             if step >= total_steps:
-                history.stopped = "step budget" if config.max_steps is not None else ""
+                history.stopped = "step budget" if step_budget else ""
                 break
             if config.time_budget is not None and time.perf_counter() - start > config.time_budget:
                 history.stopped = "time budget"
