@@ -398,6 +398,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-size", type=int, default=64, help="state size N of each SSM")
     parser.add_argument("--step-min", type=float, default=1e-3, help="smallest initial step size Δ")
     parser.add_argument("--step-max", type=float, default=1e-1, help="largest initial step size Δ")
+    parser.add_argument("--layer-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a layer-specific option, e.g. init=rand for s4d (repeatable)")
     parser.add_argument("--norm", default="layer", choices=NORMS, help="pre-norm of each block")
     parser.add_argument("--no-glu", action="store_true", help="plain Linear instead of GLU after the SSM")
     parser.add_argument("--dropout", type=float, default=0.0)
@@ -417,6 +419,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _layer_options(items: list[str]) -> dict[str, Any]:
+    """Parse ["init=rand", "blocks=4"] into {"init": "rand", "blocks": 4} (Python literals or strings)."""
+    import ast
+
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--layer-option must look like KEY=VALUE; got {item!r}.")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m annotated_ssm.train`` and ``annotated-ssm-train``."""
     parser = _parser()
@@ -426,9 +444,13 @@ def main(argv: list[str] | None = None) -> int:
         model_kwargs: dict[str, Any] = dict(d_model=args.d_model, n_layers=args.n_layers, state_size=args.state_size,
                                             norm=args.norm, glu=not args.no_glu, dropout=args.dropout,
                                             step_min=args.step_min, step_max=args.step_max)
+        model_kwargs.update(_layer_options(args.layer_option))
         if dataset.task == "classification":
             model_kwargs.update(bidirectional=args.bidirectional, pooling=args.pooling)
-        model = build_model(args.layer, dataset, seed=args.seed, **model_kwargs)
+        try:
+            model = build_model(args.layer, dataset, seed=args.seed, **model_kwargs)
+        except TypeError as error:  # an option the layer does not take
+            raise ValueError(f"invalid --layer-option for layer {args.layer!r}: {error}") from error
         config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, ssm_lr=args.ssm_lr,
                              weight_decay=args.weight_decay, warmup_fraction=args.warmup_fraction, seed=args.seed,
                              max_steps=args.max_steps, time_budget=args.time_budget, progress=not args.no_progress)

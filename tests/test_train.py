@@ -170,6 +170,12 @@ def test_command_line(capsys):
                  "--max-steps", "3", "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 3 and summary["stopped"] == "step budget" and 0 <= summary["test_accuracy"] <= 1
+    with pytest.raises(SystemExit) as exit_:
+        main(["--layer-option", "oops"])
+    assert exit_.value.code == 2 and "KEY=VALUE; got 'oops'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # options reach the layer, which checks them
+        main(["--layer", LAYER, "--dataset", "digits", "--layer-option", "no_such_option=1"])
+    assert "no_such_option" in capsys.readouterr().err
 
 
 SHARDED = textwrap.dedent("""
