@@ -1,12 +1,17 @@
 """annotated_ssm: deep state space models (S4, DSS, S4D, S5) in JAX and Flax NNX.
 
 Modules, in the order the book introduces them:
+    ssm          continuous-time SSMs: impulse response, basis, simulation, transfer function
     hippo        HiPPO matrices and their normal / DPLR forms
     discretize   Euler, bilinear and ZOH discretisation
     kernels      SSM convolution kernels (naive, S4 Cauchy, S4D Vandermonde, DSS) and FFT convolution
     scan         sequential and parallel scans of linear recurrences
     init         initialisations (log Δ, S4D/DSS eigenvalues, S5 blocks)
     layers       the S4, DSS, S4D and S5 layers (``get_layer(name)``)
+    model        residual blocks and stacked models (classification, sequence-to-sequence)
+    train        the optax training loop, checkpoints, data parallelism, and the CLI
+    data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders
+    plotting     the chapters' figures;  widgets  their interactive explorers
 """
 
 __version__ = "0.1.0"
