@@ -32,9 +32,13 @@ def check_positive_finite(name: str, x: Any) -> None:
     check_finite(name, x)
     if is_concrete(x):
         values = np.asarray(x)
-        if np.iscomplexobj(values) or not np.all(values > 0):
-            smallest = values.min() if values.size and not np.iscomplexobj(values) else values
-            raise ValueError(f"{name} must be real, finite and > 0; got {smallest}.")
+        if np.iscomplexobj(values):
+            raise ValueError(
+                f"{name} must be real, finite and > 0; got a complex array (dtype {values.dtype}). "
+                f"Pass the real step sizes (e.g. jnp.real or exp of a real log-step)."
+            )
+        if not np.all(values > 0):
+            raise ValueError(f"{name} must be real, finite and > 0; got {values.min()} (its smallest entry).")
 
 
 def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> None:
