@@ -23,7 +23,7 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=900 -p no:cacheprovider
+	$(BIN)/python -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=900 --nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider
 
 # Re-execute every chapter in place, refreshing the outputs stored in the notebooks.
 execute: $(STAMP)

@@ -1,16 +1,72 @@
-"""Show package code inside a chapter, so the book and the package can never drift apart."""
+"""Small helpers every chapter uses: show package code, measure errors, check bounds, style.
+
+They live once, here, so the chapters agree on what "error" means and how a check reads:
+
+    from annotated_ssm.display import check, relative_error, show_source, use_book_style
+    use_book_style()
+    check("kernel vs naive, float32", relative_error(K, K_naive), 1e-5)
+    # kernel vs naive, float32: relative error 3.1e-07 <= 1e-05
+
+``check`` prints the measured value beside the bound it asserts. The digits of a float32
+rounding error change from one CPU to another, so ``tools/nbval_sanitize.cfg`` lets nbval
+compare everything in that line except the measured digits; the assertion itself is what
+the test suite checks.
+"""
 
 from __future__ import annotations
 
 import inspect
 
-from IPython.display import Code
+import numpy as np
+
+__all__ = ["show_source", "relative_error", "check", "use_book_style", "BOOK_STYLE"]
+
+# The figure style of the whole book: no top/right frame, a resolution that keeps text
+# legible at the page's width without making the stored notebooks heavy.
+BOOK_STYLE = {"figure.dpi": 90, "axes.spines.top": False, "axes.spines.right": False}
 
 
-def show_source(obj) -> Code:
+def show_source(obj):
     """The source of a package function or class, syntax-highlighted in a notebook.
 
     Chapters call ``show_source(annotated_ssm.kernels.causal_conv)`` instead of pasting
     a second copy of the code.
     """
+    from IPython.display import Code  # IPython is only needed where a chapter runs
+
     return Code(inspect.getsource(obj), language="python")
+
+
+def relative_error(actual, expected) -> float:
+    """max |actual - expected| / max |expected|, in float64: the error measure of the book.
+
+    Works for real or complex arrays of any (equal, or broadcastable) shape. ``expected``
+    must not be all zeros (there is no relative error against zero).
+    """
+    actual = np.asarray(actual).astype(np.complex128 if np.iscomplexobj(actual) else np.float64)
+    expected = np.asarray(expected).astype(np.complex128 if np.iscomplexobj(expected) else np.float64)
+    scale = np.max(np.abs(expected))
+    if not np.isfinite(scale) or scale == 0:
+        raise ValueError(f"expected must be finite and not all zero; its largest entry is {scale}.")
+    return float(np.max(np.abs(actual - expected)) / scale)
+
+
+def check(label: str, measured: float, bound: float, *, quantity: str = "relative error") -> float:
+    """Assert ``measured <= bound`` and print both on one line; returns ``measured``.
+
+    The line reads ``{label}: {quantity} 3.1e-07 <= 1e-05``. A failing check raises
+    AssertionError with the same numbers, so a chapter that drifts stops with the reason.
+    ``quantity`` names what was measured (``"relative error"``, ``"max |error|"``, ...).
+    """
+    measured = float(measured)
+    if not np.isfinite(measured) or not measured <= bound:
+        raise AssertionError(f"{label}: {quantity} {measured:.2e} exceeds the bound {bound:.0e}")
+    print(f"{label}: {quantity} {measured:.1e} <= {bound:.0e}")
+    return measured
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style (call once, in a chapter's imports cell)."""
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(BOOK_STYLE)
