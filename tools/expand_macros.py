@@ -4,6 +4,11 @@ The website defines macros such as ``\\dA`` in _config.yml, but Jupyter and Cola
 nothing of them. Chapters therefore store plain LaTeX; this tool rewrites any macro an
 author used into its definition.
 
+A macro is one token, so ``\\tilde\\mC`` works on the site; its expansion is several
+(``\\mathbf`` and ``{C}``), so after an accent or ``\\sqrt`` it is written in braces,
+``\\tilde{\\mathbf{C}}``. The same repair is applied to text expanded by older versions
+of this tool (``\\tilde\\mathbf{C}``, which TeX reads as "Missing argument for \\mathbf").
+
     python tools/expand_macros.py book/*.ipynb           # rewrite in place
     python tools/expand_macros.py --check book/*.ipynb   # exit 1 if a chapter uses a macro
 """
@@ -34,22 +39,41 @@ def macros() -> dict[str, tuple[str, int]]:
     return found
 
 
+# Commands that take one argument and that authors write without braces before a macro.
+ONE_ARGUMENT = ("tilde", "widetilde", "bar", "hat", "widehat", "vec", "dot", "ddot", "check",
+                "breve", "acute", "grave", "mathring", "overline", "underline", "sqrt")
+# What the site's macros expand to: one-argument commands such as ``\\mathbf{C}``.
+FONT = ("mathbf", "boldsymbol", "mathbb", "mathrm", "mathcal", "mathsf", "mathit", "overline")
+# A braced argument with at most one level of nested braces (``{\\mathbf{A}}``).
+BRACED = r"\{(?:[^{}]|\{[^{}]*\})*\}"
+# ``\\tilde \\mathbf{C}``: an accent, then a font command that should have been its argument.
+UNBRACED = re.compile(r"(\\(?:" + "|".join(ONE_ARGUMENT) + r"))(?![A-Za-z])\s*"
+                      r"(\\(?:" + "|".join(FONT) + r")" + BRACED + ")")
+
+
+def brace_arguments(text: str) -> str:
+    """``\\tilde\\mathbf{C}`` -> ``\\tilde{\\mathbf{C}}`` (idempotent)."""
+    return UNBRACED.sub(r"\1{\2}", text)
+
+
 def expand(text: str, table: dict[str, tuple[str, int]]) -> str:
+    """Replace every site macro in ``text`` by its definition, as TeX that typesets alone."""
     for name, (definition, nargs) in table.items():
-        pattern = re.compile(r"\\" + name + r"(?![A-Za-z])" + (r"\{([^{}]*)\}" if nargs else ""))
+        pattern = re.compile(r"\\" + name + r"(?![A-Za-z])" + (f"({BRACED})" if nargs else ""))
 
         def replace(match, definition=definition, nargs=nargs):
             result = definition
             if nargs:
-                result = result.replace("#1", match.group(1))
+                result = result.replace("#1", match.group(1)[1:-1])
             return result
 
         text = pattern.sub(replace, text)
-    return text
+    return brace_arguments(text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="+", type=pathlib.Path)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
@@ -69,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         if changed:
             using.append(path)
             if not args.check:
-                path.write_text(json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+                text = json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
+                path.write_text(text + "\n")
                 print(f"expanded macros in {path}")
     if args.check and using:
-        print("chapters using site-only MathJax macros: " + ", ".join(map(str, using)))
+        print("chapters using site-only MathJax macros or unbraced accents: "
+              + ", ".join(map(str, using)))
         return 1
     return 0
 
