@@ -73,3 +73,87 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; choose one of: {', '.join(map(repr, choices))}.")
     return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` as bool, or raise ValueError unless it is True or False.
+
+    ``bool("no")`` is True: a flag given as a string would silently mean the opposite."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}.")
+    return bool(value)
+
+
+def check_positive_real(name: str, value: Any) -> float:
+    """Return a scalar ``value`` as float, or raise ValueError unless it is real, finite and > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+        np.isfinite(value) and value > 0
+    ):
+        raise ValueError(f"{name} must be a real number, finite and > 0; got {value!r}.")
+    return float(value)
+
+
+def check_batch_shape(name: str, batch_shape: Any) -> tuple[int, ...]:
+    """A batch shape as a tuple: an integer n means (n,); every entry an integer >= 0."""
+    shape = (batch_shape,) if isinstance(batch_shape, (int, np.integer)) and not isinstance(batch_shape, bool) else batch_shape
+    try:
+        entries = tuple(shape)
+    except TypeError:
+        entries = None
+    if entries is None or not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in entries
+    ):
+        raise ValueError(f"{name} must be an integer or a tuple of integers >= 0, e.g. () or (4,); got {batch_shape!r}.")
+    return tuple(int(n) for n in entries)
+
+
+def default_float_dtype() -> np.dtype:
+    """float32, or float64 when ``jax_enable_x64`` is on: the dtype of ``jnp.asarray(1.0)``."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
+
+
+def computation_dtypes(name: str, x: Any) -> tuple[np.dtype, np.dtype]:
+    """The dtype policy of the layers: (dtype to compute in, dtype to return) for input ``x``.
+
+    - float32, float64: computed and returned in that dtype (float64 needs ``jax_enable_x64``);
+    - bfloat16, float16: computed in float32 (FFTs and long recurrences need it), returned
+      in the input's dtype;
+    - integers and bools: computed and returned in the default float dtype (never cast back
+      to an integer, which would truncate the output);
+    - complex or non-numeric: ValueError (the layers are real maps).
+    """
+    dtype = np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+    if dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        return dtype, dtype
+    if dtype in (np.dtype(jax.numpy.bfloat16), np.dtype(np.float16)):
+        return np.dtype(np.float32), dtype
+    if dtype == np.dtype(bool) or np.issubdtype(dtype, np.integer):
+        return default_float_dtype(), default_float_dtype()
+    raise ValueError(
+        f"{name} must be real (float, integer or bool); got dtype {dtype}. "
+        f"For complex data, pass the real and imaginary parts as separate channels."
+    )
+
+
+def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...]) -> None:
+    """Raise ValueError naming the first non-finite entry of a concrete ``x`` by its position.
+
+    ``axis_names`` names x's axes from the last one backwards, e.g. ("batch", "time",
+    "channel") for (B, L, H); a 2-D x uses the last two. Skipped for tracers (under jit,
+    grad, vmap): looking at the values would need a device-to-host copy inside the trace.
+    """
+    if not is_concrete(x):
+        return
+    values = np.asarray(x)
+    finite = np.isfinite(values)
+    if finite.all():
+        return
+    position = np.argwhere(~finite)[0]
+    names = axis_names[len(axis_names) - values.ndim:]
+    where = ", ".join(f"{n} {int(i)}" for n, i in zip(names, position))
+    bad = values.size - int(np.count_nonzero(finite))
+    raise ValueError(
+        f"{name} must be finite; got {values[tuple(position)]} at ({where}), the first of {bad} "
+        f"non-finite entr{'y' if bad == 1 else 'ies'}. (A NaN or inf would spread through the "
+        f"convolution to earlier time steps.)"
+    )

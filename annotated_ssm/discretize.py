@@ -19,8 +19,9 @@ import numpy as np
 
 from ._validation import check_choice, check_finite, check_positive_finite, check_square
 
-__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense"]
+__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "diagonal_formulas", "dplr_bilinear"]
 
+#: The discretisation methods of the package; the layers offer these same names.
 METHODS = ("euler", "bilinear", "zoh")
 Method = Literal["euler", "bilinear", "zoh"]
 
@@ -74,7 +75,16 @@ def discretize_diagonal(A, B, step, method: Method = "zoh"):
             f"A, B and step must broadcast together for a diagonal SSM; got shapes "
             f"A {np.shape(A)}, B {np.shape(B)}, step {np.shape(step)}."
         ) from None
-    A, B, step = jnp.asarray(A), jnp.asarray(B), jnp.asarray(step)
+    return diagonal_formulas(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
+
+
+def diagonal_formulas(A, B, step, method: Method = "zoh"):
+    """The formulas of :func:`discretize_diagonal`, without its input checks.
+
+    For callers that have validated their arguments already (the layers, whose parameters
+    are checked once at construction): no value of a possibly device-resident array is
+    inspected here, so it costs nothing on an eager call.
+    """
     dtA = step * A
     if method == "euler":
         return 1 + dtA, step * B
@@ -142,3 +152,37 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
     A_bar = jnp.broadcast_to(A_bar, batch + (N, N))
     B_bar = jnp.broadcast_to(B_bar, batch + Bm.shape[-2:])
     return A_bar, (B_bar[..., 0] if vector_B else B_bar)
+
+
+def dplr_bilinear(Lambda, P, B, step, Q=None):
+    """Dense bilinear discretisation of ``A = diag(Λ) - P Q*`` by S4's Theorem 2.
+
+        A0 = (2/Δ) I + (Λ - P Q*)
+        D  = diag(1 / ((2/Δ) - Λ))
+        A1 = D - D P (1 + Q* D P)⁻¹ Q* D          (Woodbury: A1 = ((2/Δ) I - A)⁻¹)
+        Ā  = A1 A0,   B̄ = 2 A1 B
+
+    This builds the N × N matrices, O(N²) memory; S4 uses it once per sequence length to
+    convert C̃ into C, and the book uses it to check the factored O(N) step.
+
+    Args:
+        Lambda, P, B: (..., N) complex (all N states, not one of each pair).
+        step: (...) Δ > 0.
+        Q: (..., N); defaults to P.
+
+    Returns:
+        A_bar: (..., N, N) complex; B_bar: (..., N) complex.
+    """
+    Q = P if Q is None else Q
+    Lambda, P, Q, B = (jnp.asarray(a) for a in (Lambda, P, Q, B))
+    step = jnp.asarray(step)[..., None]
+    N = Lambda.shape[-1]
+    eye = jnp.eye(N, dtype=Lambda.dtype)
+    low_rank = P[..., :, None] * jnp.conj(Q)[..., None, :]  # P Q*, (..., N, N)
+    A0 = (2 / step)[..., None] * eye + Lambda[..., None, :] * eye - low_rank
+    d = 1 / (2 / step - Lambda)  # the diagonal of D
+    DP = d * P
+    QD = jnp.conj(Q) * d
+    denominator = 1 + jnp.sum(jnp.conj(Q) * DP, axis=-1)[..., None, None]
+    A1 = d[..., None, :] * eye - DP[..., :, None] * QD[..., None, :] / denominator
+    return A1 @ A0, 2 * jnp.einsum("...nk,...k->...n", A1, B)

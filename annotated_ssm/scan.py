@@ -7,6 +7,8 @@ Time is the leading axis throughout, so the trailing axes are any batch of state
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -65,10 +67,14 @@ def binary_operator(left, right):
     return a_r * a_l, a_r * b_l + b_r
 
 
+@functools.partial(jax.jit, static_argnames="reverse")
 def parallel_scan(a, b, *, x0=None, reverse: bool = False):
     """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` by ``jax.lax.associative_scan``.
 
     Same arguments and result as :func:`sequential_scan`; O(L) work, O(log L) depth.
+    Jitted here, where it is defined: run eagerly, the scan's many small slicing
+    operations would be dispatched one by one (compiled once per shape and dtype instead).
+    Only shapes are checked (they are known while tracing).
     """
     _check_recurrence(a, b)
     b = jnp.asarray(b)

@@ -27,25 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_choice, check_even, check_positive_int
-from ..init import diagonal_init, log_step
+from .._validation import check_choice, check_positive_real
+from ..init import diagonal_init
 from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
-from .base import ConvolutionalSSMLayer, SSMParam
+from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
 
-__all__ = ["DSSLayer", "DSSSystem", "skew_hippo_eigenvalues"]
-
-
-def skew_hippo_eigenvalues(state_size: int) -> np.ndarray:
-    """DSS's "skew-HiPPO" initialisation: the N/2 eigenvalues of HiPPO-N (``A^(N)``, the normal
-    part of HiPPO-LegS) with positive imaginary part, largest first. Real parts are all -1/2.
-
-    This is the S4D-LegS initialisation under its DSS name: ``diagonal_init("legs", N)``.
-
-    Returns:
-        (N/2,) complex128.
-    """
-    check_even("state_size", check_positive_int("state_size", state_size), "conjugate pairs: N/2 states are kept")
-    return diagonal_init("legs", state_size)
+__all__ = ["DSSLayer", "DSSSystem"]
 
 
 class DSSSystem(NamedTuple):
@@ -91,52 +78,51 @@ class DSSLayer(ConvolutionalSSMLayer):
         variant: str = "softmax",
         eps: float = 1e-10,
     ):
-        self.d_model = check_positive_int("d_model", d_model)
-        self.state_size = check_positive_int("state_size", state_size, minimum=2)
-        check_even("state_size", state_size, "conjugate pairs: the layer keeps N/2 complex states")
+        self._init_contract(
+            d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
+            even_state="conjugate pairs: the layer keeps N/2 complex states",
+        )
         self.variant = check_choice("variant", variant, DSS_VARIANTS)
-        self.bidirectional = bool(bidirectional)
-        self.eps = float(eps)
-        half = state_size // 2
+        self.eps = check_positive_real("eps", eps)
+        H, half = self.d_model, self.state_size // 2
 
-        Lambda = skew_hippo_eigenvalues(state_size)
+        # DSS's "skew-HiPPO" initialisation: the N/2 eigenvalues of HiPPO-N (the normal part
+        # of HiPPO-LegS) with positive imaginary part, real parts -1/2. This is S4D-LegS.
+        Lambda = diagonal_init("legs", self.state_size)
         # exp: Re(λ) = -exp(Lambda_re) keeps the real part negative whatever the optimiser
         # does; softmax: Re(λ) = Lambda_re is free (the softmax kernel stays bounded).
         real = np.log(-Lambda.real) if variant == "exp" else Lambda.real
         self.Lambda_re = SSMParam(jnp.asarray(real, jnp.float32))
         self.Lambda_im = SSMParam(jnp.asarray(Lambda.imag, jnp.float32))
-        self.log_step = SSMParam(log_step(rngs.params(), (d_model,), step_min, step_max))
-        w_shape = ((2,) if self.bidirectional else ()) + (d_model, half, 2)
+        self._init_log_step(rngs, (H,))
+        w_shape = ((2,) if self.bidirectional else ()) + (H, half, 2)
         self.W = nnx.Param(jax.random.normal(rngs.params(), w_shape, jnp.float32))
-        self.D = nnx.Param(jax.random.normal(rngs.params(), (d_model,), jnp.float32))
+        self._init_skip(rngs)
 
     # --- the parameters as the formulas use them ---------------------------------------
 
-    def eigenvalues(self) -> jax.Array:
-        """λ, (N/2,) complex."""
-        real = self.Lambda_re[...]
+    def eigenvalues(self, dtype=None) -> jax.Array:
+        """λ, (N/2,) complex. ``dtype``: the real dtype to compute in (default: the parameters')."""
+        real, imag = (x if dtype is None else x.astype(dtype) for x in (self.Lambda_re[...], self.Lambda_im[...]))
         if self.variant == "exp":
             real = -jnp.exp(real)
-        return jax.lax.complex(real, self.Lambda_im[...])
+        return jax.lax.complex(real, imag)
 
-    def weights(self) -> jax.Array:
+    def weights(self, dtype=None) -> jax.Array:
         """W, (H, N/2) or (2, H, N/2) complex."""
-        W = self.W[...]
-        return jax.lax.complex(W[..., 0], W[..., 1])
-
-    def step_size(self) -> jax.Array:
-        """Δ, (H,)."""
-        return jnp.exp(self.log_step[...])
+        return pair_to_complex(self.W[...], dtype)
 
     # --- convolutional view ----------------------------------------------------------------
 
-    def kernel(self, length: int) -> jax.Array:
+    def kernel(self, length: int, *, dtype=None) -> jax.Array:
         """(H, L), or (2, H, L) when bidirectional."""
-        return dss_kernel(self.eigenvalues(), self.weights(), self.step_size(), length, self.variant, eps=self.eps)
+        return dss_kernel(
+            self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length, self.variant, eps=self.eps
+        )
 
     # --- recurrent view --------------------------------------------------------------------
 
-    def discrete_system(self, length: int | None = None) -> DSSSystem:
+    def _discrete_system(self, length, dtype) -> DSSSystem:
         """The per-state scalar recurrences for sequences of ``length`` steps.
 
         The softmax normalises over the whole sequence, so its kernel (and recurrence)
@@ -149,12 +135,8 @@ class DSSLayer(ConvolutionalSSMLayer):
                     "length must be given for variant 'softmax' (the softmax normalises over the "
                     "sequence length); got None. Call discrete_system(L) and pass it to step()."
                 )
-            length = check_positive_int("length", length)
-        W = self.weights()
-        if self.bidirectional:
-            W = W[0]  # never used: step refuses bidirectional layers
         coef, shift, dtLambda = dss_coefficients(
-            self.eigenvalues(), W, self.step_size(), length or 1, self.variant, eps=self.eps
+            self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length or 1, self.variant, eps=self.eps
         )
         return DSSSystem(
             A_bar=jnp.exp(dtLambda),
@@ -164,10 +146,9 @@ class DSSLayer(ConvolutionalSSMLayer):
             last=jnp.asarray(0 if length is None else length - 1, jnp.int32),
         )
 
-    def init_state(self, batch_shape: tuple[int, ...] = ()):
+    def _init_state(self, batch_shape, dtype):
         """(x, t): x (*batch_shape, H, N/2) complex zeros, t = 0 the time index (int32 scalar)."""
-        dtype = jnp.result_type(self.W[...].dtype, jnp.complex64)
-        x = jnp.zeros(tuple(batch_shape) + (self.d_model, self.state_size // 2), dtype)
+        x = jnp.zeros(batch_shape + (self.d_model, self.state_size // 2), complex_dtype(dtype))
         return x, jnp.zeros((), jnp.int32)
 
     def _step(self, system: DSSSystem, state, u_t):
@@ -182,5 +163,5 @@ class DSSLayer(ConvolutionalSSMLayer):
         into = jnp.exp(jnp.where(pos, -system.dtLambda * time, 0))
         out = jnp.exp(jnp.where(pos, system.dtLambda * (time - system.last), 0))
         x = jnp.where(pos, x, system.A_bar * x) + into * u
-        y = jnp.real(jnp.sum(system.C * out * x, axis=-1)) + self.D[...] * u_t
-        return (x, t + 1), y.astype(u_t.dtype)
+        y = jnp.real(jnp.sum(system.C * out * x, axis=-1)) + self._skip(u_t.dtype) * u_t
+        return (x, t + 1), y

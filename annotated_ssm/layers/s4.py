@@ -23,52 +23,18 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_even, check_positive_int
+from .._validation import check_positive_int
+from ..discretize import dplr_bilinear
 from ..hippo import dplr_legs
-from ..init import log_step
 from ..kernels import s4_kernel
-from .base import ConvolutionalSSMLayer, SSMParam
+from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
-__all__ = ["S4Layer", "S4System", "dplr_bilinear", "conjugate_pairs"]
+__all__ = ["S4Layer", "S4System", "conjugate_pairs"]
 
 
 def conjugate_pairs(x):
     """(..., M) -> (..., 2M): the full conjugate-symmetric vector ``[x, conj(x)]``."""
     return jnp.concatenate([x, jnp.conj(x)], axis=-1)
-
-
-def dplr_bilinear(Lambda, P, B, step, Q=None):
-    """Dense bilinear discretisation of ``A = diag(Λ) - P Q*`` by S4's Theorem 2.
-
-        A0 = (2/Δ) I + (Λ - P Q*)
-        D  = diag(1 / ((2/Δ) - Λ))
-        A1 = D - D P (1 + Q* D P)⁻¹ Q* D          (Woodbury: A1 = ((2/Δ) I - A)⁻¹)
-        Ā  = A1 A0,   B̄ = 2 A1 B
-
-    This builds the N × N matrices, O(N²) memory; it is used once per sequence length to
-    convert C̃ into C, and in the book to check the factored O(N) step.
-
-    Args:
-        Lambda, P, B: (..., N) complex (all N states, not one of each pair).
-        step: (...) Δ > 0.
-        Q: (..., N); defaults to P.
-
-    Returns:
-        A_bar: (..., N, N) complex; B_bar: (..., N) complex.
-    """
-    Q = P if Q is None else Q
-    Lambda, P, Q, B = (jnp.asarray(a) for a in (Lambda, P, Q, B))
-    step = jnp.asarray(step)[..., None]
-    N = Lambda.shape[-1]
-    eye = jnp.eye(N, dtype=Lambda.dtype)
-    low_rank = P[..., :, None] * jnp.conj(Q)[..., None, :]  # P Q*, (..., N, N)
-    A0 = (2 / step)[..., None] * eye + Lambda[..., None, :] * eye - low_rank
-    d = 1 / (2 / step - Lambda)  # the diagonal of D
-    DP = d * P
-    QD = jnp.conj(Q) * d
-    denominator = 1 + jnp.sum(jnp.conj(Q) * DP, axis=-1)[..., None, None]
-    A1 = d[..., None, :] * eye - DP[..., :, None] * QD[..., None, :] / denominator
-    return A1 @ A0, 2 * jnp.einsum("...nk,...k->...n", A1, B)
 
 
 class S4System(NamedTuple):
@@ -125,10 +91,10 @@ class S4Layer(ConvolutionalSSMLayer):
         chunk_size: int | None = None,
         rngs: nnx.Rngs,
     ):
-        self.d_model = check_positive_int("d_model", d_model)
-        self.state_size = check_positive_int("state_size", state_size, minimum=2)
-        check_even("state_size", self.state_size, "S4 keeps one of each conjugate pair of states, N/2 of them")
-        self.bidirectional = bool(bidirectional)
+        self._init_contract(
+            d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
+            even_state="S4 keeps one of each conjugate pair of states, N/2 of them",
+        )
         self.chunk_size = None if chunk_size is None else check_positive_int("chunk_size", chunk_size)
         H, M = self.d_model, self.state_size // 2
 
@@ -137,49 +103,52 @@ class S4Layer(ConvolutionalSSMLayer):
         Lambda, P, B = Lambda[:M], P[:M], B[:M]
 
         def tiled(z):  # (M,) complex -> (H, M, 2) float32
-            pair = np.stack([z.real, z.imag], axis=-1).astype(np.float32)
-            return jnp.asarray(np.broadcast_to(pair, (H, M, 2)))
+            return jnp.broadcast_to(complex_to_pair(z), (H, M, 2))
 
         self.Lambda_re = SSMParam(jnp.log(-jnp.asarray(np.broadcast_to(Lambda.real, (H, M)), jnp.float32)))
         self.Lambda_im = SSMParam(jnp.asarray(np.broadcast_to(Lambda.imag, (H, M)), jnp.float32))
         self.P = SSMParam(tiled(P))
         self.B = SSMParam(tiled(B))
-        self.log_step = SSMParam(log_step(rngs.params(), (H,), step_min, step_max))
+        self._init_log_step(rngs, (H,))
         c_shape = ((2,) if self.bidirectional else ()) + (H, M, 2)
         # Complex C̃ with E|C̃_n|² = 1: each part has variance 1/2.
         self.C_tilde = nnx.Param(jax.random.normal(rngs.params(), c_shape, jnp.float32) * np.sqrt(0.5))
-        self.D = nnx.Param(jax.random.normal(rngs.params(), (H,), jnp.float32))
+        self._init_skip(rngs)
 
     # --- the continuous parameters as complex arrays ------------------------------------
 
-    def ssm_parameters(self):
+    def eigenvalues(self, dtype=None) -> jax.Array:
+        """Λ (H, M) complex, Re Λ = -exp(Lambda_re) < 0. ``dtype``: the real dtype to compute in."""
+        re, im = (x if dtype is None else x.astype(dtype) for x in (self.Lambda_re[...], self.Lambda_im[...]))
+        return jax.lax.complex(-jnp.exp(re), im)
+
+    def ssm_parameters(self, dtype=None):
         """(Λ, P, B, C̃, Δ): complex (H, M) each (C̃ (2, H, M) if bidirectional), Δ (H,)."""
-
-        def complex_(p):
-            return jax.lax.complex(p[..., 0], p[..., 1])
-
-        Lambda = jax.lax.complex(-jnp.exp(self.Lambda_re[...]), self.Lambda_im[...])
-        return Lambda, complex_(self.P[...]), complex_(self.B[...]), complex_(self.C_tilde[...]), jnp.exp(self.log_step[...])
+        return (
+            self.eigenvalues(dtype),
+            pair_to_complex(self.P[...], dtype),
+            pair_to_complex(self.B[...], dtype),
+            pair_to_complex(self.C_tilde[...], dtype),
+            self.step_sizes(dtype),
+        )
 
     # --- convolution ---------------------------------------------------------------------
 
-    def kernel(self, length: int) -> jax.Array:
+    def kernel(self, length: int, *, dtype=None) -> jax.Array:
         """The S4 kernel of every channel: (H, L), or (2, H, L) if bidirectional."""
-        Lambda, P, B, C_tilde, step = self.ssm_parameters()
+        Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
         return s4_kernel(Lambda, P, B, C_tilde, step, length, chunk_size=self.chunk_size)
 
     # --- recurrence ----------------------------------------------------------------------
 
-    def discrete_system(self, length: int | None = None) -> S4System:
+    def _discrete_system(self, length, dtype) -> S4System:
         """Discretise (bilinear, factored Ā = A1 A0) and convert C̃ to C for sequences of ``length``.
 
         The kernel of S4 is defined by C̃ = C (I - Ā^L): the convolution of length L equals
         the recurrence with ``C = C̃ (I - Ā^L)⁻¹``. ``length=None`` takes C = C̃ (the limit
         L → ∞ of a stable system, where Ā^L → 0).
         """
-        if self.bidirectional:
-            raise ValueError("discrete_system needs a causal layer; this layer was built with bidirectional=True.")
-        Lambda, P, B, C_tilde, step = self.ssm_parameters()
+        Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
         shift = (2 / step)[:, None]
         d = 1 / (shift - Lambda)
         dP = d * P
@@ -190,7 +159,6 @@ class S4Layer(ConvolutionalSSMLayer):
         if length is None:
             C = C_tilde
         else:
-            length = check_positive_int("length", length)
             # C = C̃ (I - Ā^L)⁻¹ needs Ā^L: build the dense N × N Ā once (O(N³ log L)).
             A_bar, _ = dplr_bilinear(conjugate_pairs(Lambda), conjugate_pairs(P), conjugate_pairs(B), step)
             N = A_bar.shape[-1]
@@ -200,10 +168,9 @@ class S4Layer(ConvolutionalSSMLayer):
             C = C_full[..., : N // 2]  # the second half is its conjugate
         return S4System(Lambda, P, shift, d, dP, denominator, B_bar, C)
 
-    def init_state(self, batch_shape: tuple[int, ...] = ()) -> jax.Array:
-        """Zero state (..., H, M) complex: one of each conjugate pair."""
-        dtype = jnp.result_type(self.Lambda_im[...].dtype, jnp.complex64)
-        return jnp.zeros(tuple(batch_shape) + (self.d_model, self.state_size // 2), dtype)
+    def _init_state(self, batch_shape, dtype) -> jax.Array:
+        """Zero state (*batch_shape, H, M) complex: one of each conjugate pair."""
+        return jnp.zeros(batch_shape + (self.d_model, self.state_size // 2), complex_dtype(dtype))
 
     def _step(self, system: S4System, state, u_t):
         """x ← A1 (A0 x) + B̄ u,  y = 2 Re(C x) + D u; O(M) per channel."""
@@ -213,5 +180,5 @@ class S4Layer(ConvolutionalSSMLayer):
         # A1 y = D y - D P (Q* D y) / (1 + Q* D P)
         dy = s.d * y
         state = dy - s.dP * (_inner(s.P, dy) / s.denominator)[..., None] + s.B_bar * u_t[..., None]
-        out = 2 * jnp.sum(jnp.real(s.C * state), axis=-1) + self.D[...] * u_t
-        return state, out.astype(u_t.dtype)
+        out = 2 * jnp.sum(jnp.real(s.C * state), axis=-1) + self._skip(u_t.dtype) * u_t
+        return state, out

@@ -18,26 +18,17 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_choice, check_positive_int
-from ..discretize import discretize_diagonal
-from ..init import DIAGONAL_INITS, diagonal_init, log_step
+from .._validation import check_bool, check_choice
+from ..discretize import METHODS, diagonal_formulas
+from ..init import DIAGONAL_INITS, diagonal_init
 from ..kernels import vandermonde_kernel
-from .base import ConvolutionalSSMLayer, DiagonalSystem, SSMParam, diagonal_step
+from .base import (
+    ConvolutionalSSMLayer, DiagonalSystem, SSMParam, complex_dtype, complex_to_pair, diagonal_step, pair_to_complex,
+)
 
-__all__ = ["S4DLayer", "REAL_TRANSFORMS", "DISCRETIZATIONS"]
+__all__ = ["S4DLayer", "REAL_TRANSFORMS"]
 
 REAL_TRANSFORMS = ("exp", "softplus", "none")
-DISCRETIZATIONS = ("bilinear", "zoh")
-
-
-def _to_real(z) -> jax.Array:
-    """Complex array -> float32 array with a trailing (real, imaginary) axis of size 2."""
-    z = jnp.asarray(z)
-    return jnp.stack([z.real, z.imag], axis=-1).astype(jnp.float32)
-
-
-def _to_complex(x) -> jax.Array:
-    return jax.lax.complex(x[..., 0], x[..., 1])
 
 
 class S4DLayer(ConvolutionalSSMLayer):
@@ -53,7 +44,8 @@ class S4DLayer(ConvolutionalSSMLayer):
             the diagonal of DSS).
         init_options: extra keyword arguments of :func:`annotated_ssm.init.diagonal_init`
             (``real_part``, ``imag_scale``, ``random_real``, ``random_imag``), for ablations.
-        discretization: "bilinear" (the S4D paper's default, as S4) or "zoh" (as DSS).
+        discretization: "bilinear" (the S4D paper's default, as S4), "zoh" (as DSS) or
+            "euler" (:data:`annotated_ssm.discretize.METHODS`).
         real_transform: how the trained parameter A_re gives Re A: "exp" (Re A = -exp(A_re),
             the default), "softplus" (Re A = -softplus(A_re)) or "none" (Re A = A_re, free).
         train_B: if False, B stays at its initial value 1 (DSS's choice); it is then not a
@@ -81,19 +73,16 @@ class S4DLayer(ConvolutionalSSMLayer):
         train_B: bool = True,
         rngs: nnx.Rngs,
     ):
-        self.d_model = H = check_positive_int("d_model", d_model)
-        self.state_size = N = check_positive_int("state_size", state_size)
-        self.bidirectional = bool(bidirectional)
+        self.conjugate = init != "real"  # S4D-Real is a real SSM: N real states, no conjugate pairs
+        self._init_contract(
+            d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
+            even_state="N/2 complex states, one of each conjugate pair" if self.conjugate else None,
+        )
+        H, N = self.d_model, self.state_size
         self.init = check_choice("init", init, DIAGONAL_INITS)
-        self.discretization = check_choice("discretization", discretization, DISCRETIZATIONS)
+        self.discretization = check_choice("discretization", discretization, METHODS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
-        # S4D-Real is a real SSM: N real states, no conjugate pairs.
-        self.conjugate = init != "real"
-        if self.conjugate and N % 2:
-            raise ValueError(
-                f"state_size must be even for init={init!r} (N/2 complex states, one of each conjugate "
-                f"pair); got state_size={N}."
-            )
+        train_B = check_bool("train_B", train_B)
         options = dict(init_options or {})
         random = init == "rand" or options.get("random_real") or options.get("random_imag")
         if random:  # a different random draw per channel, as in the reference implementation
@@ -104,14 +93,14 @@ class S4DLayer(ConvolutionalSSMLayer):
         M = A.shape[-1]
         self.A_re = SSMParam(jnp.asarray(self._inverse_transform(-A.real), jnp.float32))
         self.A_im = SSMParam(jnp.asarray(A.imag, jnp.float32))
-        B = jnp.ones((H, M), jnp.complex64)
-        self.B = SSMParam(_to_real(B)) if train_B else nnx.Variable(_to_real(B))
-        self.log_step = SSMParam(log_step(rngs.params(), (H,), step_min, step_max))
+        B = complex_to_pair(np.ones((H, M), np.complex64))
+        self.B = SSMParam(B) if train_B else nnx.Variable(B)
+        self._init_log_step(rngs, (H,))
         C_shape = (2, H, M) if self.bidirectional else (H, M)
         # Complex normal with E|C|² = 1: real and imaginary parts each N(0, 1/2).
         C = jax.random.normal(rngs.params(), C_shape + (2,), jnp.float32) * np.sqrt(0.5)
         self.C = nnx.Param(C)
-        self.D = nnx.Param(jax.random.normal(rngs.params(), (H,), jnp.float32))
+        self._init_skip(rngs)
 
     def _inverse_transform(self, minus_real: np.ndarray) -> np.ndarray:
         """A_re such that the transform gives back -Re A = ``minus_real`` (> 0)."""
@@ -123,46 +112,45 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     # --- continuous-time parameters ---------------------------------------------------
 
-    def eigenvalues(self) -> jax.Array:
-        """A (H, M) complex: the diagonal state matrices of the H channels."""
-        A_re = self.A_re[...]
+    def eigenvalues(self, dtype=None) -> jax.Array:
+        """A (H, M) complex: the diagonal state matrices of the H channels. ``dtype``: the
+        real dtype to compute in (default: the parameters')."""
+        A_re = self.A_re[...] if dtype is None else self.A_re[...].astype(dtype)
+        A_im = self.A_im[...] if dtype is None else self.A_im[...].astype(dtype)
         if self.real_transform == "exp":
             real = -jnp.exp(A_re)
         elif self.real_transform == "softplus":
             real = -jax.nn.softplus(A_re)
         else:
             real = A_re
-        return jax.lax.complex(real, self.A_im[...])
-
-    def step_sizes(self) -> jax.Array:
-        """Δ (H,): one timescale per channel."""
-        return jnp.exp(self.log_step[...])
+        return jax.lax.complex(real, A_im)
 
     # --- convolution view -------------------------------------------------------------
 
-    def kernel(self, length: int) -> jax.Array:
+    def kernel(self, length: int, *, dtype=None) -> jax.Array:
         """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards)."""
         return vandermonde_kernel(
-            self.eigenvalues(), _to_complex(self.B[...]), _to_complex(self.C[...]), self.step_sizes()[:, None],
-            length, method=self.discretization, conjugate=self.conjugate,
+            self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), pair_to_complex(self.C[...], dtype),
+            self.step_sizes(dtype)[:, None], length, method=self.discretization, conjugate=self.conjugate,
         )
 
     # --- recurrent view ---------------------------------------------------------------
 
-    def discrete_system(self, length: int | None = None) -> DiagonalSystem:
+    def _discrete_system(self, length, dtype) -> DiagonalSystem:
         """Ā, B̄, C (H, M) complex; C carries the factor 2 of conjugate symmetry.
 
         S4D parameterises C directly (no C̃ = C(I - Ā^L) as S4), so ``length`` is unused.
         """
-        A_bar, B_bar = discretize_diagonal(
-            self.eigenvalues(), _to_complex(self.B[...]), self.step_sizes()[:, None], self.discretization
+        A_bar, B_bar = diagonal_formulas(
+            self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), self.step_sizes(dtype)[:, None],
+            self.discretization,
         )
-        C = _to_complex(self.C[...])
+        C = pair_to_complex(self.C[...], dtype)
         return DiagonalSystem(A_bar, B_bar, 2 * C if self.conjugate else C)
 
-    def init_state(self, batch_shape: tuple[int, ...] = ()) -> jax.Array:
-        """Zero state (*batch_shape, H, M) complex64."""
-        return jnp.zeros(tuple(batch_shape) + tuple(self.A_im.shape), jnp.complex64)
+    def _init_state(self, batch_shape, dtype) -> jax.Array:
+        """Zero state (*batch_shape, H, M), complex of ``dtype``'s precision."""
+        return jnp.zeros(batch_shape + tuple(self.A_im.shape), complex_dtype(dtype))
 
     def _step(self, system: DiagonalSystem, state, u_t):
-        return diagonal_step(system, state, u_t, self.D[...])
+        return diagonal_step(system, state, u_t, self._skip(u_t.dtype))

@@ -21,7 +21,6 @@ recurrence is no longer time invariant, but the scan does not care.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -29,16 +28,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_choice, check_positive_finite, check_positive_int
-from ..discretize import discretize_diagonal
-from ..init import log_step, s5_init
+from .._validation import check_bool, check_choice, check_positive_finite, check_positive_int
+from ..discretize import METHODS, diagonal_formulas
+from ..init import s5_init
 from ..scan import parallel_scan
-from .base import SSMLayer, SSMParam, check_sequence_input
+from .base import SSMLayer, SSMParam, _real_dtype, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
 
 ACTIVATIONS = ("none", "gelu", "half_glu", "full_glu")
-DISCRETIZATIONS = ("zoh", "bilinear")
 
 
 class S5System(NamedTuple):
@@ -53,14 +51,17 @@ class S5System(NamedTuple):
     C: jax.Array
 
 
-def _to_real(z) -> jax.Array:
-    """Complex array -> float32 array with a trailing (real, imaginary) axis of size 2."""
-    z = jnp.asarray(z)
-    return jnp.stack([z.real, z.imag], axis=-1).astype(jnp.float32)
+def _real_matmul(u, M):
+    """u @ Mᵀ for real u (..., H) and complex M (P, H): (..., P) complex.
+
+    Two real matrix products instead of promoting u to complex first (which would make
+    XLA do a complex product, twice the arithmetic)."""
+    return jax.lax.complex(u @ M.real.T, u @ M.imag.T)
 
 
-def _to_complex(x) -> jax.Array:
-    return jax.lax.complex(x[..., 0], x[..., 1])
+def _real_readout(C, x):
+    """Re(C x) for complex C (H, P) and x (..., P): (..., H) real, without the imaginary part."""
+    return x.real @ C.real.T - x.imag @ C.imag.T
 
 
 class S5Layer(SSMLayer):
@@ -74,7 +75,8 @@ class S5Layer(SSMLayer):
         bidirectional: add a second scan running backwards in time (its own half of C̃,
             shape H × 2P' in total); the layer is then non-causal and has no ``step``.
         step_min, step_max: range of the log-uniform initial Δ, one per state.
-        discretization: "zoh" (default, as in the paper) or "bilinear".
+        discretization: "zoh" (default, as in the paper), "bilinear" or "euler"
+            (:data:`annotated_ssm.discretize.METHODS`).
         conj_sym: keep one state of each conjugate pair and output 2·Re(C̃x).
         activation: applied to ``y + Du`` inside the layer, in both the scan and ``step``:
             "none" (default, the shared layer interface: model.py adds GELU/GLU and mixing),
@@ -101,20 +103,18 @@ class S5Layer(SSMLayer):
         activation: str = "none",
         rngs: nnx.Rngs,
     ):
-        self.d_model = check_positive_int("d_model", d_model)
-        self.state_size = check_positive_int("state_size", state_size)
+        self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max)
         self.blocks = check_positive_int("blocks", blocks)
-        self.bidirectional = bool(bidirectional)
-        self.discretization = check_choice("discretization", discretization, DISCRETIZATIONS)
-        self.conj_sym = bool(conj_sym)
+        self.discretization = check_choice("discretization", discretization, METHODS)
+        self.conj_sym = check_bool("conj_sym", conj_sym)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
 
-        init = s5_init(rngs.params(), d_model, state_size, blocks, conj_sym=conj_sym, bidirectional=bidirectional)
-        self.Lambda = SSMParam(_to_real(init.Lambda))
-        self.B_tilde = SSMParam(_to_real(init.B_tilde))
-        self.log_step = SSMParam(log_step(rngs.params(), init.Lambda.shape, step_min, step_max))
-        self.C_tilde = nnx.Param(_to_real(init.C_tilde))
-        self.D = nnx.Param(jax.random.normal(rngs.params(), (d_model,), jnp.float32))
+        init = s5_init(rngs.params(), d_model, state_size, blocks, conj_sym=conj_sym, bidirectional=self.bidirectional)
+        self.Lambda = SSMParam(complex_to_pair(init.Lambda))
+        self.B_tilde = SSMParam(complex_to_pair(init.B_tilde))
+        self._init_log_step(rngs, init.Lambda.shape)
+        self.C_tilde = nnx.Param(complex_to_pair(init.C_tilde))
+        self._init_skip(rngs)
         if activation == "half_glu":
             self.gate = nnx.Linear(d_model, d_model, rngs=rngs)
         elif activation == "full_glu":
@@ -123,24 +123,21 @@ class S5Layer(SSMLayer):
 
     # --- continuous-time parameters ---------------------------------------------------
 
-    def eigenvalues(self) -> jax.Array:
+    def eigenvalues(self, dtype=None) -> jax.Array:
         """Λ (P',) complex. The real part is kept ≤ -1e-4 so that training cannot make the
-        system unstable (|Λ̄| < 1 for every Δ > 0); at initialisation it is -1/2."""
-        Lambda = _to_complex(self.Lambda[...])
+        system unstable (|Λ̄| < 1 for every Δ > 0); at initialisation it is -1/2.
+        ``dtype``: the real dtype to compute in (default: the parameters')."""
+        Lambda = pair_to_complex(self.Lambda[...], dtype)
         return jax.lax.complex(jnp.minimum(Lambda.real, -1e-4), Lambda.imag)
 
-    def step_sizes(self) -> jax.Array:
-        """Δ (P',): one timescale per state."""
-        return jnp.exp(self.log_step[...])
-
-    def _discretize(self, step):
+    def _discretize(self, step, dtype):
         """Λ̄ and the row factor f with B̄ = f ⊙ B̃ (row-wise), for Δ broadcast against Λ."""
         # With B = 1 the diagonal discretisation returns exactly the factor f of each row.
-        return discretize_diagonal(self.eigenvalues(), 1.0, step, self.discretization)
+        return diagonal_formulas(self.eigenvalues(dtype), 1.0, step, self.discretization)
 
-    def _output_matrix(self) -> jax.Array:
+    def _output_matrix(self, dtype) -> jax.Array:
         """C̃ (H, P' or 2P') with the factor 2 of conjugate symmetry folded in."""
-        C = _to_complex(self.C_tilde[...])
+        C = pair_to_complex(self.C_tilde[...], dtype)
         return 2 * C if self.conj_sym else C
 
     # --- full sequence: parallel scan -------------------------------------------------
@@ -149,50 +146,57 @@ class S5Layer(SSMLayer):
         """Apply the layer to a whole sequence.
 
         Args:
-            u: (B, L, H) or (L, H) real.
+            u: (B, L, H) or (L, H), real (see the dtype policy in :mod:`.base`).
             steps: optional time elapsed before each observation, in units of the regular
                 sampling interval: scalar, (L,) or (B, L), every entry > 0. Observation ℓ
                 is discretised with Δ_{ℓ,p} = steps_ℓ · Δ_p. None means all ones.
 
         Returns:
-            y: same shape and dtype as u.
+            y: same shape as u; u's dtype for floats, the default float dtype for integers.
         """
-        check_sequence_input(u, self.d_model)
-        u = jnp.asarray(u)
-        L = u.shape[-2]
-        step = self.step_sizes()
-        # The per-observation scale of Δ, shaped to broadcast against (..., L, P'):
-        # (1,) for a scalar, (L, 1) for a sequence shared by the batch, (B, L, 1) per sequence.
-        scale = None if steps is None else self._check_steps(steps, u.shape[:-1])[..., None]
-        Lambda_bar, factor = self._discretize(step if scale is None else scale * step)
-        # B̃u for every time step, before any Δ enters: (..., L, P').
-        Bu = jnp.einsum("...lh,ph->...lp", u.astype(jnp.complex64), _to_complex(self.B_tilde[...]))
-        x = self._scan(Lambda_bar, factor * Bu, reverse=False)
-        C = self._output_matrix()
+        u, out_dtype = self._check_input(u)
+        scale = None if steps is None else self._check_steps(steps, u.shape[:-1], u.dtype)
+        return self._forward(u, scale).astype(out_dtype)
+
+    def _forward(self, u, scale=None):
+        """The parallel-scan form. u (..., L, H) checked, in its computation dtype; scale:
+        None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
+        dtype = u.dtype
+        step = self.step_sizes(dtype)
+        B_tilde = pair_to_complex(self.B_tilde[...], dtype)
+        C = self._output_matrix(dtype)
+        if scale is None:
+            # Time invariant: fold the discretisation factor into B̄ once, (P', H).
+            Lambda_bar, factor = self._discretize(step, dtype)
+            Bu = _real_matmul(u, factor[:, None] * B_tilde)  # B̄ u_ℓ, (..., L, P')
+            Bu_forward = Bu_backward = Bu
+        else:
+            # One discretisation per observation: (..., L, P') factors applied to B̃ u_ℓ.
+            scale = scale[..., None]
+            Lambda_bar, factor = self._discretize(scale * step, dtype)
+            Bu = _real_matmul(u, B_tilde)
+            Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        y = jnp.einsum("hp,...lp->...lh", C[:, :P], x).real
+        y = _real_readout(C[:, :P], self._scan(Lambda_bar, Bu_forward, reverse=False))
         if self.bidirectional:
-            if scale is not None and scale.ndim >= 2 and L > 1:
+            if scale is not None:
                 # Backwards, state ℓ decays over the interval to observation ℓ+1.
-                scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
-                Lambda_bar, factor = self._discretize(scale * step)
-            x_back = self._scan(Lambda_bar, factor * Bu, reverse=True)
-            y = y + jnp.einsum("hp,...lp->...lh", C[:, P:], x_back).real
-        return self._activate(y.astype(u.dtype) + self.D[...] * u)
+                if scale.ndim >= 2 and u.shape[-2] > 1:
+                    scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
+                Lambda_bar, factor = self._discretize(scale * step, dtype)
+                Bu_backward = factor * Bu
+            y = y + _real_readout(C[:, P:], self._scan(Lambda_bar, Bu_backward, reverse=True))
+        return self._activate(y + self._skip(dtype) * u)
 
     @staticmethod
-    @functools.partial(jax.jit, static_argnames="reverse")
     def _scan(a, b, reverse: bool):
-        """States of x_ℓ = a_ℓ x_{ℓ∓1} + b_ℓ with time on axis -2 of b (a broadcasts).
-
-        Jitted on its own so that eager calls (notebooks, tests) compile the scan's many
-        small slicing operations once per shape instead of dispatching them one by one."""
+        """States of x_ℓ = a_ℓ x_{ℓ∓1} + b_ℓ with time on axis -2 of b (a broadcasts)."""
         a = jnp.broadcast_to(a, b.shape)
         x = parallel_scan(jnp.moveaxis(a, -2, 0), jnp.moveaxis(b, -2, 0), reverse=reverse)
         return jnp.moveaxis(x, 0, -2)
 
-    def _check_steps(self, steps, batch_length: tuple[int, ...]) -> jax.Array:
-        """Validate ``steps`` against u's (..., L) and return it as a float array."""
+    def _check_steps(self, steps, batch_length: tuple[int, ...], dtype) -> jax.Array:
+        """Validate ``steps`` against u's (..., L) and return it as an array of ``dtype``."""
         L = batch_length[-1]
         shape = np.shape(steps)
         allowed = [(), (L,), batch_length]
@@ -203,7 +207,7 @@ class S5Layer(SSMLayer):
                 f"(one step per observation); got shape {shape}."
             )
         check_positive_finite("steps", steps)
-        return jnp.asarray(steps, jnp.float32)
+        return jnp.asarray(steps, dtype)
 
     def _activate(self, y):
         if self.activation == "none":
@@ -217,14 +221,24 @@ class S5Layer(SSMLayer):
 
     # --- recurrent mode -----------------------------------------------------------------
 
-    def discrete_system(self, length: int | None = None, steps=None) -> S5System:
-        """Λ̄ (P',), B̄ (P', H), C (H, P') for the layer's own Δ (times ``steps``, a scalar,
-        if given). ``length`` is not needed by a recurrence; it is accepted for the shared
-        interface."""
-        step = self.step_sizes() if steps is None else steps * self.step_sizes()
-        Lambda_bar, factor = self._discretize(step)
-        B_bar = factor[:, None] * _to_complex(self.B_tilde[...])
-        return S5System(Lambda_bar, B_bar, self._output_matrix()[:, : Lambda_bar.shape[-1]])
+    def discrete_system(self, length: int | None = None, steps=None, *, dtype=None) -> S5System:
+        """Λ̄ (P',), B̄ (P', H), C (H, P') for the layer's own Δ (times ``steps``, a scalar
+        > 0, if given). ``length`` is not needed by a recurrence; it is checked and accepted
+        for the shared interface. Causal layers only."""
+        self._require_causal("discrete_system")
+        if length is not None:
+            check_positive_int("length", length)
+        if steps is not None:
+            if np.ndim(steps) != 0:
+                raise ValueError(f"steps must be a scalar here (one step for the whole system); got shape {np.shape(steps)}.")
+            check_positive_finite("steps", steps)
+        return self._discrete_system(length, _real_dtype(dtype), steps)
+
+    def _discrete_system(self, length, dtype, steps=None) -> S5System:
+        step = self.step_sizes(dtype) if steps is None else jnp.asarray(steps, dtype) * self.step_sizes(dtype)
+        Lambda_bar, factor = self._discretize(step, dtype)
+        B_bar = factor[:, None] * pair_to_complex(self.B_tilde[...], dtype)
+        return S5System(Lambda_bar, B_bar, self._output_matrix(dtype)[:, : Lambda_bar.shape[-1]])
 
     def impulse_response(self, length: int) -> jax.Array:
         """The MIMO kernel K̄_ℓ = Re(C Λ̄^ℓ B̄), shape (length, H_out, H_in), of a causal layer.
@@ -233,24 +247,22 @@ class S5Layer(SSMLayer):
         activation): S5 is still a convolution, just one with an H×H matrix per lag.
         """
         length = check_positive_int("length", length)
-        if self.bidirectional:
-            raise ValueError("impulse_response needs a causal layer; this layer was built with bidirectional=True.")
+        self._require_causal("impulse_response")
         system = self.discrete_system(length)
         powers = system.Lambda_bar[None, :] ** jnp.arange(length)[:, None]  # (L, P')
         return jnp.einsum("hp,lp,pk->lhk", system.C, powers, system.B_bar).real
 
-    def init_state(self, batch_shape: tuple[int, ...] = ()) -> jax.Array:
-        """Zero state (*batch_shape, P') complex64."""
-        return jnp.zeros(tuple(batch_shape) + (self.Lambda.shape[0],), jnp.complex64)
+    def _init_state(self, batch_shape, dtype) -> jax.Array:
+        """Zero state (*batch_shape, P'), complex of ``dtype``'s precision."""
+        return jnp.zeros(batch_shape + (self.Lambda.shape[0],), complex_dtype(dtype))
 
     def _step(self, system: S5System, state, u_t):
-        state = system.Lambda_bar * state + jnp.einsum("ph,...h->...p", system.B_bar, u_t.astype(jnp.complex64))
+        state = system.Lambda_bar * state + _real_matmul(u_t, system.B_bar)
         return state, self._readout(system.C, state, u_t)
 
     def _readout(self, C, state, u_t):
         """y_t = Re(C x_t) + D u_t (then the activation). C: (H, P'), state: (..., P')."""
-        y = jnp.einsum("hp,...p->...h", C, state).real.astype(u_t.dtype) + self.D[...] * u_t
-        return self._activate(y)
+        return self._activate(_real_readout(C, state) + self._skip(u_t.dtype) * u_t)
 
     def recurrent(self, u, steps=None):
         """Run the recurrence step by step over u (B, L, H) or (L, H), optionally with
@@ -258,21 +270,21 @@ class S5Layer(SSMLayer):
         ``layer(u, steps)``. Without ``steps`` this is the base class's loop over ``step``."""
         if steps is None:
             return super().recurrent(u)
-        check_sequence_input(u, self.d_model)
-        if self.bidirectional:
-            raise ValueError("recurrent needs a causal layer; this layer was built with bidirectional=True.")
-        u = jnp.asarray(u)
-        scale = jnp.broadcast_to(self._check_steps(steps, u.shape[:-1]), u.shape[:-1])
-        B_tilde = _to_complex(self.B_tilde[...])
-        C = self.discrete_system().C
+        self._require_causal("recurrent")
+        u, out_dtype = self._check_input(u)
+        dtype = u.dtype
+        scale = jnp.broadcast_to(self._check_steps(steps, u.shape[:-1], dtype), u.shape[:-1])
+        B_tilde = pair_to_complex(self.B_tilde[...], dtype)
+        C = self._output_matrix(dtype)[:, : B_tilde.shape[0]]
+        step = self.step_sizes(dtype)
 
         def body(state, inputs):
             u_t, s_t = inputs  # (..., H), (...)
             # A fresh discretisation for this observation's interval: Δ_p · s_t.
-            Lambda_bar, factor = self._discretize(s_t[..., None] * self.step_sizes())
-            state = Lambda_bar * state + factor * jnp.einsum("ph,...h->...p", B_tilde, u_t.astype(jnp.complex64))
+            Lambda_bar, factor = self._discretize(s_t[..., None] * step, dtype)
+            state = Lambda_bar * state + factor * _real_matmul(u_t, B_tilde)
             return state, self._readout(C, state, u_t)
 
         time_major = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(scale, -1, 0))
-        _, y = jax.lax.scan(body, self.init_state(u.shape[:-2]), time_major)
-        return jnp.moveaxis(y, 0, -2)
+        _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], dtype), time_major)
+        return jnp.moveaxis(y, 0, -2).astype(out_dtype)
