@@ -2,18 +2,26 @@
 
 nbval re-runs each chapter and compares outputs; these tests look at the files as
 committed: the mandatory setup cell, a clean top-to-bottom execution, no stored errors,
-and a reason next to every nbval marker.
+nbval markers as cell tags with a reason in the metadata, lines a reader can see without
+scrolling sideways, and no stored widget state.
 """
 
 import importlib.util
 import json
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
-MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION", "NBVAL_CHECK_OUTPUT")
+# nbval's comment markers (``# NBVAL_SKIP`` ...); the book uses the equivalent cell tags.
+COMMENT_MARKER = re.compile(r"#\s*NBVAL_[A-Z_]+")
+# The longest line a reader sees without scrolling sideways (code and printed output).
+MAX_LINE = 100
+# Tags that hide a cell's source from readers (myst-nb); its lines need not fit.
+HIDDEN_SOURCE = {"remove-input", "remove-cell"}
+HIDDEN_OUTPUT = {"remove-output", "remove-cell"}
 
 
 def _load_tool(name):
@@ -70,21 +78,59 @@ def error_problems(notebook) -> list[str]:
 
 
 def marker_problems(notebook) -> list[str]:
-    """Each nbval marker stands alone on its line and is followed by a comment saying why."""
+    """nbval markers are cell tags (``nbval-ignore-output`` ...), each with a reason.
+
+    A ``# NBVAL_...`` comment would be shown to every reader; the tag is not, and the
+    reason lives in the cell's metadata (``nbval_reason``) for maintainers.
+    """
     problems = []
     for index, cell in enumerate(code_cells(notebook)):
-        lines = source(cell).splitlines()
-        for number, line in enumerate(lines):
-            found = [m for m in MARKERS if m in line]
-            if not found:
-                continue
-            if line.strip() != f"# {found[0]}":
-                problems.append(f"code cell {index}: marker not alone on its line: {line.strip()!r}")
-                continue
-            reason = lines[number + 1].strip() if number + 1 < len(lines) else ""
-            if not reason.startswith("#") or len(reason.lstrip("# ()").strip()) < 10 or any(m in reason for m in MARKERS):
-                problems.append(f"code cell {index}: {found[0]} is not followed by a comment line saying why")
+        if COMMENT_MARKER.search(source(cell)):
+            problems.append(f"code cell {index} has an nbval comment marker; make it a cell tag "
+                            "(`python tools/nbval_tags.py`; the setup cell: `python tools/setup_cell.py`)")
+        tags = [t for t in cell["metadata"].get("tags", []) if t.startswith("nbval-")]
+        reason = cell["metadata"].get("nbval_reason", "")
+        if tags and len(reason.strip()) < 10:
+            problems.append(f"code cell {index} is tagged {tags} without metadata.nbval_reason "
+                            "saying why")
     return problems
+
+
+def output_lines(cell) -> list[str]:
+    """The text lines a reader sees printed below a code cell."""
+    lines = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            text = output["text"]
+        elif output.get("output_type") == "execute_result" and set(output["data"]) == {"text/plain"}:
+            text = output["data"]["text/plain"]
+        else:
+            continue
+        text = "".join(text) if isinstance(text, list) else text
+        lines += re.split(r"\r\n|\r|\n", text)
+    return lines
+
+
+def line_length_problems(notebook) -> list[str]:
+    """Visible code lines and printed lines fit in MAX_LINE characters (no sideways scroll)."""
+    problems = []
+    for index, cell in enumerate(code_cells(notebook)):
+        tags = set(cell["metadata"].get("tags", []))
+        for kind, lines, hidden in (("code", source(cell).splitlines(), HIDDEN_SOURCE),
+                                    ("output", output_lines(cell), HIDDEN_OUTPUT)):
+            long = [line for line in lines if len(line) > MAX_LINE]
+            if long and not tags & hidden:
+                problems.append(f"code cell {index}: {len(long)} {kind} line(s) longer than "
+                                f"{MAX_LINE} characters, e.g. {long[0][:60]!r}…")
+    return problems
+
+
+def widget_state_problems(notebook) -> list[str]:
+    """No widget state in the metadata: nothing uses it (the site shows each explorer's PNG)."""
+    if "widgets" in notebook.get("metadata", {}):
+        return ["notebook metadata stores widget state (re-run tools/execute_notebooks.py, "
+                "which strips it)"]
+    return []
 
 
 def macro_problems(notebook) -> list[str]:
@@ -98,7 +144,8 @@ def macro_problems(notebook) -> list[str]:
     return []
 
 
-CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems, macro_problems]
+CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems, macro_problems,
+          line_length_problems, widget_state_problems]
 
 
 @pytest.mark.skipif(not CHAPTERS, reason="no chapter in book/ yet")
@@ -117,12 +164,21 @@ def make_notebook(*sources, counts=None, outputs=None):
     cells = [{"cell_type": "code", "source": s, "execution_count": c, "outputs": o, "metadata": {}}
              for s, c, o in zip(sources, counts, outputs)]
     if cells:
-        cells[0]["metadata"]["tags"] = [SETUP_TAG]
-    return {"cells": [{"cell_type": "markdown", "source": "# Title", "metadata": {}}, *cells]}
+        cells[0]["metadata"]["tags"] = [SETUP_TAG, "nbval-ignore-output"]
+        cells[0]["metadata"]["nbval_reason"] = _SETUP_TOOL.NBVAL_REASON
+    return {"cells": [{"cell_type": "markdown", "source": "# Title", "metadata": {}}, *cells],
+            "metadata": {}}
+
+
+def stream(text):
+    return {"output_type": "stream", "name": "stdout", "text": text}
 
 
 def test_checks_accept_a_good_notebook():
-    good = make_notebook(SETUP_CELL, "x = 1\n", "# NBVAL_IGNORE_OUTPUT\n# (nbval: timings differ between runs)\nprint(1)")
+    good = make_notebook(SETUP_CELL, "x = 1\n", "print(time.time())",
+                         outputs=[[], [], [stream("1.5\n" + "x" * MAX_LINE)]])
+    good["cells"][-1]["metadata"] = {"tags": ["nbval-ignore-output"],
+                                     "nbval_reason": "timings differ between runs"}
     assert all(check(good) == [] for check in CHECKS)
 
 
@@ -143,18 +199,34 @@ def test_error_check_catches_stored_tracebacks():
     assert error_problems(make_notebook("raise ValueError('boom')", outputs=[[error]]))
 
 
-@pytest.mark.parametrize(
-    "cell",
-    [
-        "# NBVAL_IGNORE_OUTPUT\nprint(time.time())",  # no reason
-        "# NBVAL_SKIP\n#\nx = 1",  # empty reason
-        "x = 1  # NBVAL_IGNORE_OUTPUT\n# (nbval: timings)",  # not alone on its line
-        "# NBVAL_IGNORE_OUTPUT",  # last line, nothing after it
-        "# NBVAL_IGNORE_OUTPUT\n# NBVAL_SKIP\n# (nbval: because)",  # a marker is not a reason
-    ],
-)
-def test_marker_check_catches_markers_without_a_reason(cell):
+@pytest.mark.parametrize("cell", ["# NBVAL_IGNORE_OUTPUT\nprint(1)", "x = 1  # NBVAL_SKIP"])
+def test_marker_check_catches_comment_markers(cell):
     assert marker_problems(make_notebook(cell))
+
+
+@pytest.mark.parametrize("metadata", [{"tags": ["nbval-skip"]},
+                                      {"tags": ["nbval-ignore-output"], "nbval_reason": "time"}])
+def test_marker_check_catches_tags_without_a_reason(metadata):
+    notebook = make_notebook("print(1)")
+    notebook["cells"][-1]["metadata"] = metadata
+    assert marker_problems(notebook)
+
+
+def test_line_length_check_catches_long_code_and_printed_lines():
+    long = "y" * (MAX_LINE + 1)
+    assert line_length_problems(make_notebook(f"x = '{long}'"))
+    assert line_length_problems(make_notebook("print(s)", outputs=[[stream("ok\n" + long)]]))
+    result = {"output_type": "execute_result", "data": {"text/plain": long}, "metadata": {}}
+    assert line_length_problems(make_notebook("s", outputs=[[result]]))
+    hidden = make_notebook(f"x = '{long}'")
+    hidden["cells"][-1]["metadata"]["tags"] = ["remove-input"]
+    assert not line_length_problems(hidden)
+
+
+def test_widget_state_check_catches_stored_state():
+    notebook = make_notebook("x = 1")
+    notebook["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    assert widget_state_problems(notebook)
 
 
 def test_macro_check_catches_site_only_macros():
