@@ -7,12 +7,14 @@ convolution, and the fast structured kernels of the later chapters.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._validation import check_choice, check_finite, check_ndim, check_positive_finite, check_positive_int, is_concrete
-from .discretize import discretize_diagonal
+from .discretize import METHODS, diagonal_formulas
 
 __all__ = [
     "naive_kernel",
@@ -25,6 +27,52 @@ __all__ = [
     "dss_kernel",
     "vandermonde_kernel",
 ]
+
+
+# --- input checks, kept apart from the algorithms -----------------------------------------
+#
+# Every public kernel below is an algorithm decorated with ``@_checked_by(_check_…)``: the
+# named check runs first, on the arguments as given, then the algorithm. The checks look at
+# shapes, lengths and flags, which are known even under jit; they look at values only for
+# host inputs (NumPy arrays and Python numbers, what a reader passes by hand), never at a
+# jax.Array: a layer's parameters live on the device, and inspecting them would copy them
+# to the host on every eager call. The algorithms themselves never inspect values.
+# ``inspect.getsource(s4_kernel)`` shows the algorithm (it follows ``__wrapped__``), and
+# ``s4_kernel.__wrapped__`` is the algorithm without its checks.
+
+
+def _checked_by(check):
+    """Decorator: call ``check(*args, **kwargs)`` (raises ValueError), then the algorithm."""
+
+    def decorate(algorithm):
+        @functools.wraps(algorithm)
+        def checked(*args, **kwargs):
+            check(*args, **kwargs)
+            return algorithm(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+def _is_host(x) -> bool:
+    """A NumPy array or Python number (cheap to look at), not a jax.Array or tracer."""
+    return not isinstance(x, jax.Array)
+
+
+def _check_host_finite(name, x):
+    if _is_host(x):
+        check_finite(name, x)
+
+
+def _check_host_step(name, x):
+    if _is_host(x):
+        check_positive_finite(name, x)
+
+
+def _check_flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}.")
 
 
 def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
@@ -178,6 +226,27 @@ def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
     return j, np.tan(np.pi * j / L)
 
 
+def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, chunk_size=None):
+    check_positive_int("L", L)
+    if chunk_size is not None:
+        check_positive_int("chunk_size", chunk_size)
+    _check_flag("conjugate", conjugate)
+    named = {"Lambda": Lambda, "P": P, "Q": P if Q is None else Q, "B": B, "C_tilde": C_tilde}
+    for name, a in named.items():
+        if np.ndim(a) < 1:
+            raise ValueError(f"{name} must have a state axis (..., M); got a scalar.")
+    M = np.shape(Lambda)[-1]
+    for name, a in named.items():
+        if np.shape(a)[-1] != M:
+            raise ValueError(
+                f"{name} must have M = {M} states on its last axis (from Lambda's shape "
+                f"{np.shape(Lambda)}); got shape {np.shape(a)}."
+            )
+        _check_host_finite(name, a)
+    _check_host_step("step", step)
+
+
+@_checked_by(_check_s4_kernel)
 def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True, chunk_size: int | None = None):
     """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4.
 
@@ -213,23 +282,8 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
         (..., L): real (``conjugate``) or complex. The batch shape is that of all inputs
         broadcast together.
     """
-    L = check_positive_int("L", L)
-    if chunk_size is not None:
-        chunk_size = check_positive_int("chunk_size", chunk_size)
     Q = P if Q is None else Q
-    names = ("Lambda", "P", "Q", "B", "C_tilde")
     arrays = [jnp.asarray(a) for a in (Lambda, P, Q, B, C_tilde)]
-    for name, a in zip(names, arrays):
-        if a.ndim < 1:
-            raise ValueError(f"{name} must have a state axis (..., M); got a scalar.")
-    M = arrays[0].shape[-1]
-    for name, a in zip(names, arrays):
-        if a.shape[-1] != M:
-            raise ValueError(
-                f"{name} must have M = {M} states on its last axis (from Lambda's shape "
-                f"{arrays[0].shape}); got shape {a.shape}."
-            )
-    check_positive_finite("step", step)
     Lambda, P, Q, B, C_tilde = arrays
     step = jnp.asarray(step)
     real_dtype = jnp.result_type(*(jnp.real(a).dtype for a in arrays), step.dtype)
@@ -305,8 +359,8 @@ def _reciprocal(x, eps):
     return jnp.conj(x) / (jnp.real(x * jnp.conj(x)) + eps)
 
 
-def _check_dss_inputs(Lambda, W, step, L, variant, eps):
-    L = check_positive_int("L", L)
+def _check_dss_coefficients(Lambda, W, step, L, variant="exp", *, eps=1e-10):
+    check_positive_int("L", L)
     check_choice("variant", variant, DSS_VARIANTS)
     check_positive_finite("eps", eps)
     if np.ndim(Lambda) not in (1, 2):
@@ -327,18 +381,24 @@ def _check_dss_inputs(Lambda, W, step, L, variant, eps):
             f"W must have shape (..., H, N/2) = (..., {H}, {half}) (from step and Lambda); "
             f"got shape {np.shape(W)}."
         )
-    check_finite("Lambda", Lambda)
-    check_finite("W", W)
-    check_positive_finite("step", step)
-    if variant == "exp" and is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
+    _check_host_finite("Lambda", Lambda)
+    _check_host_finite("W", W)
+    _check_host_step("step", step)
+    if variant == "exp" and _is_host(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
         raise ValueError(
             "Lambda must have real parts <= 0 for variant 'exp' (e^{λΔℓ} would grow without bound); "
             f"got max Re(Lambda) = {np.max(np.real(np.asarray(Lambda))):.3g}. Use variant='softmax' for "
             "an unconstrained real part."
         )
-    return L
 
 
+def _check_dss_kernel(Lambda, W, step, L, variant="exp", *, eps=1e-10, chunk=None):
+    _check_dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+    if chunk is not None:
+        check_positive_int("chunk", chunk)
+
+
+@_checked_by(_check_dss_coefficients)
 def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
     """The per-state weights and time shifts of a DSS kernel: ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
 
@@ -371,7 +431,6 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
         shift: (H, N/2) real, the s_n above (0 or L-1).
         dtLambda: (H, N/2) complex, λ_n Δ.
     """
-    L = _check_dss_inputs(Lambda, W, step, L, variant, eps)
     Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
     H = step.shape[0]
     Lambda = jnp.broadcast_to(Lambda, (H, Lambda.shape[-1]))
@@ -391,6 +450,7 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
     return coef, shift, dtLambda
 
 
+@_checked_by(_check_dss_kernel)
 def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10, chunk: int | None = None):
     """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
 
@@ -416,11 +476,11 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     Returns:
         (..., H, L) real, float32 for float32/complex64 inputs.
     """
-    coef, shift, dtLambda = dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+    coef, shift, dtLambda = dss_coefficients.__wrapped__(Lambda, W, step, L, variant, eps=eps)  # checked already
     H, half = dtLambda.shape
     if chunk is None:
         chunk = L if H * half * L <= _DSS_MAX_ENTRIES else max(1, _DSS_MAX_ENTRIES // (H * half))
-    chunk = min(check_positive_int("chunk", chunk), L)
+    chunk = min(chunk, L)
     real_dtype = jnp.real(coef).dtype
 
     def block(positions):
@@ -442,12 +502,34 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
 # --- S4D: the Vandermonde kernel (chapter 6) --------------------------------------------
 
 
+def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True, max_elements=2**22,
+                              block_size=None):
+    check_positive_int("L", L)
+    check_positive_int("max_elements", max_elements)
+    if block_size is not None:
+        check_positive_int("block_size", block_size)
+    _check_flag("conjugate", conjugate)
+    check_choice("method", method, METHODS)
+    check_ndim("A", A, range(1, 33), "(..., N), a state axis last")
+    try:
+        np.broadcast_shapes(np.shape(A), np.shape(B), np.shape(C), np.shape(step))
+    except ValueError:
+        raise ValueError(
+            f"A, B, C and step must broadcast together; got shapes A {np.shape(A)}, B {np.shape(B)}, "
+            f"C {np.shape(C)}, step {np.shape(step)}."
+        ) from None
+    for name, value in (("A", A), ("B", B), ("C", C)):
+        _check_host_finite(name, value)
+    _check_host_step("step", step)
+
+
+@_checked_by(_check_vandermonde_kernel)
 def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
-                       max_elements: int = 2**22):
+                       max_elements: int = 2**22, block_size: int | None = None):
     """The kernel of a diagonal SSM: ``K̄_ℓ = Σ_n C_n B̄_n Ā_n^ℓ``, a Vandermonde product.
 
     The continuous diagonal (A, B) is discretised entry by entry with ``method`` (any of
-    :data:`annotated_ssm.discretize.METHODS`), and the powers are taken as
+    :data:`annotated_ssm.discretize.METHODS`), and every power is taken from its exponent,
     ``Ā^ℓ = exp(ℓ log Ā)`` (for ZOH ``log Ā = ΔA`` exactly), so no O(L) chain of products
     accumulates rounding error.
 
@@ -456,60 +538,74 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
     With ``conjugate=False`` the sum runs over the given states and its real part is
     returned (exact for a real SSM such as S4D-Real).
 
-    Memory: the (..., N, L) Vandermonde matrix is never formed in full when it would hold
-    more than ``max_elements`` entries; the time axis is then cut into chunks that are
-    computed one after the other (``lax.map``), so memory is O(max_elements) and the work
-    stays O(NL). Works under jit, grad and vmap.
+    Blocked powers: write ℓ = aT + b with 0 <= b < T. Then ``Ā^ℓ = Ā^{aT} Ā^b`` and
+
+        K̄_{aT+b} = Re Σ_n (C_n B̄_n Ā_n^{aT}) · Ā_n^b = (X Y)_{ab},
+
+    a matrix product of X (L/T × N) and Y (N × T) per channel. Only N(L/T + T)
+    exponentials are evaluated (not NL), each from its exponent, and the O(NL) work is a
+    real matrix product (the real part of a complex product is ``Xr Yr - Xi Yi``, one real
+    product with 2N terms). T ≈ √L. Memory is O(N(L/T + T) + L) per channel, also under
+    ``grad``: no (N, L) matrix is formed. When the tables of all channels would hold more
+    than ``max_elements`` numbers, the rows a are taken in groups with ``lax.map``, each
+    group recomputed in the backward pass (``jax.checkpoint``). Works under jit, grad, vmap.
 
     Args:
         A: (..., N) continuous eigenvalues (complex, or real), e.g. (H, N) for H channels.
-        B: broadcastable to A, e.g. (H, N) or (N,).
-        C: broadcastable to A.
+        B: broadcastable to A, e.g. (H, N), (N,) or a scalar.
+        C: broadcastable to A, e.g. (2, H, N) for a bidirectional layer.
         step: Δ > 0 broadcastable to A, e.g. (H, 1) for one step per channel.
         L: kernel length.
         method: "zoh" (DSS, S4D-ZOH), "bilinear" (S4, S4D default) or "euler".
+        conjugate: the states are one of each conjugate pair (returns 2·Re of the sum).
+        max_elements: bound on the numbers held by the power tables of one group of rows.
+        block_size: T; None: a power of two near √L.
 
     Returns:
         (..., L) real kernel (batch = broadcast of A, B, C, step without the state axis),
         float32 for float32/complex64 inputs.
     """
-    L = check_positive_int("L", L)
-    max_elements = check_positive_int("max_elements", max_elements)
-    if not isinstance(conjugate, (bool, np.bool_)):
-        raise ValueError(f"conjugate must be True or False; got {conjugate!r}.")
-    for name, value in (("A", A), ("B", B), ("C", C)):
-        check_ndim(name, value, range(1, 33), "(..., N), a state axis last")
-    check_finite("C", C)
-    try:
-        shape = np.broadcast_shapes(np.shape(A), np.shape(B), np.shape(C), np.shape(step))
-    except ValueError:
-        raise ValueError(
-            f"A, B, C and step must broadcast together; got shapes A {np.shape(A)}, B {np.shape(B)}, "
-            f"C {np.shape(C)}, step {np.shape(step)}."
-        ) from None
-    A_bar, B_bar = discretize_diagonal(A, B, step, method)  # validates A, B, step, method
-    complex_dtype = jnp.result_type(A_bar, B_bar, jnp.asarray(C), jnp.complex64)
+    A, B, C, step = (jnp.asarray(x) for x in (A, B, C, step))
+    complex_dtype = jnp.result_type(A, B, C, step, jnp.complex64)
     real_dtype = jnp.finfo(complex_dtype).dtype
-    log_A_bar = jnp.broadcast_to(_log_A_bar(jnp.asarray(step) * jnp.asarray(A).astype(complex_dtype), method), shape)
-    # Split into decay rate and phase. A discrete eigenvalue that is exactly 0 (bilinear
-    # with ΔA = -2) has log -inf; clamping it to -1000 keeps Ā^0 = 1 and Ā^ℓ = 0 exact.
-    log_modulus = jnp.maximum(jnp.real(log_A_bar), -1000.0)[..., None]
-    angle = jnp.imag(log_A_bar)[..., None]
-    W = jnp.broadcast_to(jnp.asarray(C) * B_bar, shape).astype(complex_dtype)  # (..., N): C_n B̄_n
+    A, step = A.astype(complex_dtype), step.astype(real_dtype)
+    _, B_bar = diagonal_formulas(A, B.astype(complex_dtype), step, method)
+    log_A_bar = _log_A_bar(step * A, method)  # (..., N): the batch of A and step only
+    # Decay rate and phase of Ā. A discrete eigenvalue that is exactly 0 (bilinear with
+    # ΔA = -2) has log -inf; clamping it to -1000 keeps Ā^0 = 1 and Ā^ℓ = 0 exact.
+    rate = jnp.maximum(jnp.real(log_A_bar), -1000.0)[..., None]  # (..., N, 1)
+    phase = jnp.imag(log_A_bar)[..., None]
+    shape = np.broadcast_shapes(A.shape, B.shape, C.shape, step.shape)
+    W = jnp.broadcast_to(C.astype(complex_dtype) * B_bar, shape)  # (..., N): C_n B̄_n
+    Wr, Wi = jnp.real(W)[..., None], jnp.imag(W)[..., None]
 
-    def block(ell):  # ell: (T,) time indices -> (..., T) kernel values
-        ell = ell.astype(real_dtype)
-        modulus = jnp.exp(log_modulus * ell)  # (..., N, T): |Ā_n|^ℓ
-        powers = jax.lax.complex(modulus * jnp.cos(angle * ell), modulus * jnp.sin(angle * ell))
-        return jnp.real(jnp.einsum("...n,...nt->...t", W, powers))
+    def powers(exponents):  # (E,) integers -> Re and Im of Ā^e, each (..., N, E)
+        exponents = exponents.astype(real_dtype)
+        modulus = jnp.exp(rate * exponents)
+        return modulus * jnp.cos(phase * exponents), modulus * jnp.sin(phase * exponents)
 
-    chunk = max(1, max_elements // max(1, int(np.prod(shape))))
-    if chunk >= L:
-        K = block(jnp.arange(L))
+    T = block_size if block_size is not None else 1 << ((max(L, 1) - 1).bit_length() + 1) // 2
+    T = min(T, L)
+    rows = -(-L // T)
+    Yr, Yi = powers(jnp.arange(T))
+    Y = jnp.concatenate([Yr, -Yi], axis=-2)  # (..., 2N, T)
+
+    def block_rows(a):  # (G,) row indices -> (..., G, T) kernel values K̄_{aT+b}
+        Pr, Pi = powers(a * T)  # Ā^{aT}: (..., N, G)
+        X = jnp.concatenate([Wr * Pr - Wi * Pi, Wr * Pi + Wi * Pr], axis=-2)  # W Ā^{aT}: (..., 2N, G)
+        return jnp.matmul(jnp.swapaxes(X, -1, -2), Y)
+
+    channels = int(np.prod(shape[:-1]))
+    group = max(1, max_elements // max(1, channels * (2 * shape[-1] + T)))
+    if group >= rows:
+        K = block_rows(jnp.arange(rows))  # (..., rows, T)
     else:
-        n_chunks = -(-L // chunk)
-        blocks = jax.lax.map(block, jnp.arange(n_chunks * chunk).reshape(n_chunks, chunk))  # (C, ..., T)
-        K = jnp.moveaxis(blocks, 0, -2).reshape(shape[:-1] + (n_chunks * chunk,))[..., :L]
+        n_groups = -(-rows // group)
+        # Padded rows are clamped to the last one (then dropped): never an exponent past
+        # the kernel's length, which could overflow for a growing mode.
+        a = jnp.minimum(jnp.arange(n_groups * group), rows - 1).reshape(n_groups, group)
+        K = jnp.moveaxis(jax.lax.map(jax.checkpoint(block_rows), a), 0, -3)  # (..., n_groups, group, T)
+    K = K.reshape(shape[:-1] + (-1,))[..., :L]
     return 2 * K if conjugate else K
 
 
