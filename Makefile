@@ -1,14 +1,32 @@
-# Two commands do everything on a fresh machine with Python 3.11+:
-#   make book     build the website into _build/html
-#   make test     run the package tests and every chapter under nbval
+# Two commands do everything on a fresh machine with Python 3.11+, node 20 and npm:
+#   make book     build the website into _build/html (MathJax served from _static, no CDN)
+#   make test     the package tests and every chapter under nbval in .venv; every math span
+#                 typeset by MathJax 3; the package tests again in .venv-floors, which holds
+#                 the oldest versions pyproject.toml declares (so the floors are tested ones)
 # Both create the virtual environment .venv first (again when requirements.txt changes).
+# Other targets: execute (refresh the chapters' outputs), check-site (open every built page
+# in headless Chromium), node, floors, venv, clean.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
 
-.PHONY: book test execute venv clean
+# MathJax 3 for node (tests/test_mathjax.py) and for the website, from npm into .node/.
+MATHJAX_VERSION := 3.2.2
+# Drives Chromium for `make check-site` (a 10 MB package, no browser download).
+PLAYWRIGHT_VERSION := 1.65.1
+NODE_DIR        := .node
+NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)-$(PLAYWRIGHT_VERSION)
+SITE_MATHJAX    := _static/mathjax/tex-chtml.js
+# The floors environment: jax, flax, optax and ipywidgets at the versions pyproject.toml
+# declares as the oldest supported (tools/floors.py reads them).
+FLOORS       := .venv-floors
+FLOORS_STAMP := $(FLOORS)/.installed
+# A floors run tests the package, not the chapters or the book's tools.
+FLOORS_TESTS := tests --ignore=tests/test_chapters.py --ignore=tests/test_mathjax.py
+
+.PHONY: book test test-floors execute check-site venv node floors clean
 
 venv: $(STAMP)
 
@@ -19,15 +37,50 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-book: $(STAMP)
+node: $(NODE_STAMP)
+
+# The folder ignores itself (its own .gitignore), like .venv-floors and _static/mathjax.
+$(NODE_STAMP):
+	mkdir -p $(NODE_DIR) && echo '*' > $(NODE_DIR)/.gitignore
+	npm install --prefix $(NODE_DIR) --no-save --no-audit --no-fund --loglevel=error \
+		mathjax-full@$(MATHJAX_VERSION) mathjax@$(MATHJAX_VERSION) playwright-core@$(PLAYWRIGHT_VERSION)
+	touch $@
+
+# The website loads MathJax from its own _static folder (mathjax_path in _config.yml).
+$(SITE_MATHJAX): $(NODE_STAMP)
+	rm -rf _static/mathjax && mkdir -p _static
+	cp -r $(NODE_DIR)/node_modules/mathjax/es5 _static/mathjax
+	echo '*' > _static/mathjax/.gitignore
+
+floors: $(FLOORS_STAMP)
+
+$(FLOORS_STAMP): pyproject.toml tools/floors.py
+	rm -rf $(FLOORS)
+	$(PYTHON) -m venv $(FLOORS)
+	echo '*' > $(FLOORS)/.gitignore
+	$(FLOORS)/bin/python -m pip install -q --upgrade pip
+	$(FLOORS)/bin/python -m pip install -q $$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10"
+	$(FLOORS)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+book: $(STAMP) $(SITE_MATHJAX)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP) $(FLOORS_STAMP)
 	$(BIN)/python -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=900 --nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider
+	$(MAKE) test-floors
+
+test-floors: $(FLOORS_STAMP)
+	$(FLOORS)/bin/python -m pytest $(FLOORS_TESTS) -x -q -p no:cacheprovider
 
 # Re-execute every chapter in place, refreshing the outputs stored in the notebooks.
 execute: $(STAMP)
 	$(BIN)/python tools/execute_notebooks.py book/*.ipynb
+
+# Every page of _build/html in headless Chromium, offline: MathJax errors, console
+# exceptions, horizontal overflow. Needs /usr/bin/chromium (Debian: apt-get install chromium).
+check-site: $(NODE_STAMP)
+	$(BIN)/python tools/check_site.py
 
 clean:
 	rm -rf _build
