@@ -23,25 +23,25 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
+import importlib
 import os
 import pathlib
 import random
-import shutil
 import tarfile
-import urllib.error
-import urllib.request
 from typing import Callable, Iterator
 
 import numpy as np
+import pooch
 
 from ._validation import check_choice, check_positive_int
 
 __all__ = [
     "Dataset",
     "DATASETS",
+    "DATASET_TASKS",
     "load_dataset",
     "batches",
+    "validation_split",
     "load_mnist1d",
     "load_digits",
     "load_digits_ar",
@@ -105,10 +105,20 @@ def _standardise(x_train: np.ndarray, x_test: np.ndarray):
 
 # --- Offline datasets ---------------------------------------------------------------------
 
+def _book_module(module: str, what: str):
+    """Import a module of the ``book`` extra, or explain how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"{what} needs {module.split('.')[0]!r}, which is part of the book's extra: "
+                          f'pip install "annotated-ssm[book]"') from error
+
+
 def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
     """Run the mnist1d package's generator (never its download) without touching the
     caller's global random state (the generator seeds numpy's and Python's global RNGs)."""
-    from mnist1d.data import get_dataset_args, make_dataset
+    mnist1d_data = _book_module("mnist1d.data", "the MNIST-1D data set")
+    get_dataset_args, make_dataset = mnist1d_data.get_dataset_args, mnist1d_data.make_dataset
 
     args = get_dataset_args()
     allowed = ("template_len", "padding", "scale_coeff", "max_translation", "corr_noise_scale", "iid_noise_scale",
@@ -149,9 +159,7 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
 
 def _digit_pixels(seed: int, test_fraction: float):
     """scikit-learn's 1797 8x8 digits, pixels in [0, 1], split with a seeded permutation."""
-    from sklearn.datasets import load_digits as sklearn_digits
-
-    digits = sklearn_digits()
+    digits = _book_module("sklearn.datasets", "the digits data set").load_digits()
     pixels = (digits.images.reshape(len(digits.images), 64) / 16.0).astype(np.float32)
     order = np.random.default_rng(seed).permutation(len(pixels))
     n_test = int(round(test_fraction * len(pixels)))
@@ -230,42 +238,28 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "annotated_ssm"
 
 
-def _md5(path: pathlib.Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch(url: str, md5: str, directory: str | os.PathLike | None = None) -> pathlib.Path:
-    """Return the path of ``url``'s file in the cache, downloading it first if needed.
+    """Return the path of ``url``'s file in the cache (:func:`cache_dir` unless
+    ``directory``), downloading it first with pooch if it is missing or its MD5 differs.
 
-    A cached file is used only if its MD5 matches ``md5``; a download that does not match is
-    deleted and reported. Without network access this raises an OSError that says which file
-    to place where.
+    pooch downloads into a temporary file and keeps it only if the checksum matches. A
+    mismatch or a failed download (e.g. offline) raises an OSError that says which file to
+    place where.
     """
     directory = pathlib.Path(directory) if directory is not None else cache_dir()
-    path = directory / url.rsplit("/", 1)[-1]
-    if path.exists() and _md5(path) == md5:
-        return path
-    directory.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
+    name = url.rsplit("/", 1)[-1]
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
-            shutil.copyfileobj(response, out)
-    except (urllib.error.URLError, OSError) as error:
-        partial.unlink(missing_ok=True)
+        return pathlib.Path(pooch.retrieve(url, known_hash=f"md5:{md5}", fname=name, path=directory,
+                                           progressbar=False))
+    except ValueError as error:  # pooch: the downloaded file's hash does not match
+        raise OSError(f"checksum mismatch for {url} (expected MD5 {md5}): {error} The download was deleted; "
+                      f"try again.") from error
+    except Exception as error:  # requests' connection errors, OSError, …
         raise OSError(
-            f"could not download {url} ({error}). Are you offline? Download it by hand and put it "
-            f"at {path} (MD5 {md5}), or choose an offline dataset: mnist1d, digits, digits_ar, mnist1d_long."
+            f"could not download {url} ({type(error).__name__}: {error}). Are you offline? Download it by hand and "
+            f"put it at {directory / name} (MD5 {md5}), or choose an offline dataset: mnist1d, digits, digits_ar, "
+            f"mnist1d_long."
         ) from error
-    got = _md5(partial)
-    if got != md5:
-        partial.unlink()
-        raise OSError(f"checksum mismatch for {url}: MD5 {got}, expected {md5}. The download was deleted; try again.")
-    partial.replace(path)
-    return path
 
 
 def read_idx(data: bytes) -> np.ndarray:
@@ -344,6 +338,10 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
 }
 
 
+DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else "classification" for name in DATASETS}
+"""Each registered data set's task, known without loading it (to check options early)."""
+
+
 def load_dataset(name: str, **kwargs) -> Dataset:
     """The dataset registered under ``name`` (one of ``DATASETS``); kwargs go to its loader."""
     check_choice("dataset", name, DATASETS)
@@ -366,3 +364,19 @@ def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None =
     for start in range(0, max(stop, 0), batch_size):
         index = order[start:start + batch_size]
         yield x[index], y[index]
+
+
+def validation_split(x: np.ndarray, y: np.ndarray, fraction: float, *, seed: int = 0):
+    """Hold out ``round(fraction × n)`` samples, chosen by a permutation seeded by ``seed``.
+
+    Returns ``(x_train, y_train, x_val, y_val)``; the training part keeps the stored order
+    of the samples left in it. ``fraction=0`` returns all of x, y and empty validation arrays.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ValueError(f"fraction must be a number in [0, 1); got {fraction!r}.")
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and {len(y)}.")
+    n_val = int(round(fraction * len(x)))
+    held_out = np.zeros(len(x), bool)
+    held_out[np.random.default_rng(seed).permutation(len(x))[:n_val]] = True
+    return x[~held_out], y[~held_out], x[held_out], y[held_out]

@@ -28,12 +28,13 @@ import numpy as np
 from flax import nnx
 
 from ._validation import check_choice, check_ndim, check_positive_int
+from .config import NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
-__all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS"]
+__all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS",
+           "model_from_architecture"]
 
-NORMS = ("layer", "batch")
-POOLINGS = ("mean", "last")
+_DEFAULT = ModelConfig()  # the one place the architecture's defaults are written
 
 
 class ResidualBlock(nnx.Module):
@@ -51,8 +52,9 @@ class ResidualBlock(nnx.Module):
         **layer_kwargs: layer-specific options (e.g. an initialisation).
     """
 
-    def __init__(self, layer: str, d_model: int, state_size: int = 64, *, norm: str = "layer", glu: bool = True,
-                 dropout: float = 0.0, bidirectional: bool = False, rngs: nnx.Rngs, **layer_kwargs):
+    def __init__(self, layer: str, d_model: int, state_size: int = _DEFAULT.state_size, *, norm: str = _DEFAULT.norm,
+                 glu: bool = _DEFAULT.glu, dropout: float = _DEFAULT.dropout, bidirectional: bool = False,
+                 rngs: nnx.Rngs, **layer_kwargs):
         check_choice("norm", norm, NORMS)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
@@ -91,14 +93,20 @@ class SequenceModel(nnx.Module):
         Other keywords: see :class:`ResidualBlock`.
     """
 
-    def __init__(self, layer: str, d_input: int, *, d_model: int = 64, n_layers: int = 4, state_size: int = 64,
-                 norm: str = "layer", glu: bool = True, dropout: float = 0.0, bidirectional: bool = False,
+    def __init__(self, layer: str, d_input: int, *, d_model: int = _DEFAULT.d_model, n_layers: int = _DEFAULT.n_layers,
+                 state_size: int = _DEFAULT.state_size, norm: str = _DEFAULT.norm, glu: bool = _DEFAULT.glu,
+                 dropout: float = _DEFAULT.dropout, bidirectional: bool = _DEFAULT.bidirectional,
                  rngs: nnx.Rngs, **layer_kwargs):
         self.d_input = check_positive_int("d_input", d_input)
         self.d_model = check_positive_int("d_model", d_model)
         check_positive_int("n_layers", n_layers)
         self.layer_name = layer
         self.bidirectional = bidirectional
+        # Everything needed to build this model again (a checkpoint stores it; subclasses
+        # add their own arguments). Plain Python values: nnx treats them as static.
+        self.architecture = dict(layer=layer, d_input=d_input, d_model=d_model, n_layers=n_layers,
+                                 state_size=state_size, norm=norm, glu=glu, dropout=dropout,
+                                 bidirectional=bidirectional, **layer_kwargs)
         self.encoder = nnx.Linear(d_input, d_model, rngs=rngs)
         self.blocks = nnx.List([
             ResidualBlock(layer, d_model, state_size, norm=norm, glu=glu, dropout=dropout,
@@ -134,10 +142,12 @@ class SequenceClassifier(SequenceModel):
     Output: logits (B, n_classes) for x (B, L, d_input).
     """
 
-    def __init__(self, layer: str, d_input: int, n_classes: int, *, pooling: str = "mean", rngs: nnx.Rngs, **kwargs):
+    def __init__(self, layer: str, d_input: int, n_classes: int, *, pooling: str = _DEFAULT.pooling,
+                 rngs: nnx.Rngs, **kwargs):
         super().__init__(layer, d_input, rngs=rngs, **kwargs)
         self.pooling = check_choice("pooling", pooling, POOLINGS)
         self.n_classes = check_positive_int("n_classes", n_classes, minimum=2)
+        self.architecture = dict(self.architecture, model="SequenceClassifier", n_classes=n_classes, pooling=pooling)
         self.decoder = nnx.Linear(self.d_model, n_classes, rngs=rngs)
 
     def __call__(self, x):
@@ -162,6 +172,7 @@ class CausalSequenceModel(SequenceModel):
         super().__init__(layer, d_input, rngs=rngs, **kwargs)
         self.d_output = check_positive_int("d_output", d_output)
         self.decoder = nnx.Linear(self.d_model, d_output, rngs=rngs)
+        self.architecture = dict(self.architecture, model="CausalSequenceModel", d_output=d_output)
 
     def __call__(self, x):
         return self.decoder(self.features(x))
@@ -219,3 +230,17 @@ class CausalSequenceModel(SequenceModel):
 
         _, y_free = jax.lax.scan(feed_back, (state, y_prompt[-1]), None, length=n_steps - 1)
         return jnp.moveaxis(jnp.concatenate([y_prompt, y_free]), 0, -2)
+
+
+def model_from_architecture(architecture: dict[str, Any], *, rngs: nnx.Rngs) -> SequenceModel:
+    """Build a model from its ``architecture`` dict (as recorded by the model and stored in a
+    checkpoint): ``{"model": "SequenceClassifier", "layer": "s4d", "d_input": 1, …}``."""
+    classes = {"SequenceClassifier": SequenceClassifier, "CausalSequenceModel": CausalSequenceModel}
+    if not isinstance(architecture, dict) or "model" not in architecture:
+        raise ValueError(f"architecture must be a dict with a 'model' entry; got {architecture!r}.")
+    kwargs = dict(architecture)
+    cls = classes[check_choice("model class", kwargs.pop("model"), classes)]
+    try:
+        return cls(rngs=rngs, **kwargs)
+    except TypeError as error:  # a missing or unknown argument
+        raise ValueError(f"cannot build a {cls.__name__} from architecture {architecture!r}: {error}") from error
