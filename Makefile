@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh machine with Python 3.11+, node 20 and npm:
-#   make book     build the website into _build/html (MathJax served from _static, no CDN)
+#   make book     build the website into _build/html (MathJax served by the site, no CDN)
 #   make test     the package tests and every chapter under nbval in .venv; every math span
 #                 typeset by MathJax 3; the package tests again in .venv-floors, which holds
 #                 the oldest versions pyproject.toml declares (so the floors are tested ones)
@@ -18,7 +18,6 @@ MATHJAX_VERSION := 3.2.2
 PLAYWRIGHT_VERSION := 1.65.1
 NODE_DIR        := .node
 NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)-$(PLAYWRIGHT_VERSION)
-SITE_MATHJAX    := _static/mathjax/tex-chtml.js
 # The floors environment: jax, flax, optax and ipywidgets at the versions pyproject.toml
 # declares as the oldest supported (tools/floors.py reads them).
 FLOORS       := .venv-floors
@@ -39,18 +38,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 node: $(NODE_STAMP)
 
-# The folder ignores itself (its own .gitignore), like .venv-floors and _static/mathjax.
+# The folder ignores itself (its own .gitignore), like .venv-floors.
 $(NODE_STAMP):
 	mkdir -p $(NODE_DIR) && echo '*' > $(NODE_DIR)/.gitignore
 	npm install --prefix $(NODE_DIR) --no-save --no-audit --no-fund --loglevel=error \
 		mathjax-full@$(MATHJAX_VERSION) mathjax@$(MATHJAX_VERSION) playwright-core@$(PLAYWRIGHT_VERSION)
 	touch $@
-
-# The website loads MathJax from its own _static folder (mathjax_path in _config.yml).
-$(SITE_MATHJAX): $(NODE_STAMP)
-	rm -rf _static/mathjax && mkdir -p _static
-	cp -r $(NODE_DIR)/node_modules/mathjax/es5 _static/mathjax
-	echo '*' > _static/mathjax/.gitignore
 
 floors: $(FLOORS_STAMP)
 
@@ -63,8 +56,13 @@ $(FLOORS_STAMP): pyproject.toml tools/floors.py
 	$(FLOORS)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
-book: $(STAMP) $(SITE_MATHJAX)
+# The website loads MathJax from _build/html/_static/mathjax (mathjax_path in _config.yml),
+# copied in after the build: a _static folder in the sources would make Jupyter Book add
+# each of MathJax's 70 scripts to every page.
+book: $(STAMP) $(NODE_STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	rm -rf _build/html/_static/mathjax
+	cp -r $(NODE_DIR)/node_modules/mathjax/es5 _build/html/_static/mathjax
 
 test: $(STAMP) $(NODE_STAMP) $(FLOORS_STAMP)
 	$(BIN)/python -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=900 --nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider

@@ -1,0 +1,118 @@
+"""Open every page of the built website in headless Chromium, offline, and report problems.
+
+Serves _build/html on localhost, opens each page in Chromium (driven by playwright-core
+from .node/, installed by `make node`) with every request that leaves localhost blocked, and
+prints per page: MathJax errors (TeX that does not parse, macros nobody defined), console
+errors and uncaught exceptions, blocked requests, and horizontal overflow (the article wider
+than its box; code or output blocks with lines over 100 characters). Blocks that scroll
+sideways at 1280 px are counted, not failed: the theme's code box holds ~78 characters.
+
+    make book && python tools/check_site.py                  # exit 1 if any page has a problem
+    python tools/check_site.py --shots /tmp/shots            # also screenshots: the S4 chapter's
+                                                             # headings, each chapter's first figure
+                                                             # at 400 px
+Needs Chromium (Debian: apt-get install chromium; or --chromium PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NODE_MODULES = ROOT / ".node" / "node_modules"
+
+
+def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
+    """A quiet static file server for ``folder`` on a free localhost port, in a thread."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def pages(site: pathlib.Path) -> list[str]:
+    """Every HTML page a reader can reach, relative to the site's root."""
+    skip = ("_static", "_sources", "_images")
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
+                  if not p.relative_to(site).parts[0] in skip)
+
+
+def problems(report: dict) -> list[str]:
+    """One line per problem in a page's report (empty: the page is clean)."""
+    lines = [f"MathJax error: {error}" for error in report["mathErrors"]]
+    lines += [f"console error: {text}" for text in report["console"]]
+    lines += [f"exception: {text}" for text in report["exceptions"]]
+    lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
+    if report["overflow"]:
+        lines.append(f"horizontal overflow: {report['overflow']}")
+    lines += report["wideCode"]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--site", type=pathlib.Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--shots", type=pathlib.Path, help="folder for screenshots")
+    parser.add_argument("pages", nargs="*", help="pages to check (default: all)")
+    args = parser.parse_args(argv)
+    if not (args.site / "index.html").exists():
+        raise SystemExit(f"no website in {args.site}: run `make book` first")
+    if not (NODE_MODULES / "playwright-core").is_dir():
+        raise SystemExit("playwright-core is missing: run `make node`")
+    server = serve(args.site)
+    chosen = args.pages or pages(args.site)
+    chapters = [page for page in chosen if page.startswith("book/0")]
+    config = {
+        "base": f"http://127.0.0.1:{server.server_port}/",
+        "pages": chosen,
+        "chromium": args.chromium,
+        "shots": str(args.shots) if args.shots else None,
+        "headings_page": next((p for p in chapters if "s4.html" in p), chosen[0]),
+        "figure_pages": chapters,
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(config, file)
+    try:
+        run = subprocess.run(["node", str(ROOT / "tools" / "check_site.js"), file.name],
+                             capture_output=True, text=True,
+                             env={**os.environ, "NODE_PATH": str(NODE_MODULES)})
+    finally:
+        os.unlink(file.name)
+        server.shutdown()
+    if run.returncode != 0:
+        raise SystemExit(f"the browser run failed:\n{run.stderr}")
+    bad = 0
+    for line in run.stdout.splitlines():
+        report = json.loads(line)
+        if "figure" in report:
+            print(f"{report['figure']}: first figure shown {report['width']} px wide "
+                  f"(drawn {report['natural']} px) -> {report['shot']}")
+            continue
+        found = problems(report)
+        bad += bool(found)
+        print(f"{report['page']}: {report['math']} math, {report['scrolling']} code/output "
+              f"blocks scroll at 1280 px, " + ("OK" if not found else f"{len(found)} problem(s)"))
+        for problem in found:
+            print(f"    {problem}")
+    print(f"{len(chosen)} pages, {bad} with problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
