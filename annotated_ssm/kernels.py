@@ -186,18 +186,28 @@ def cauchy(v, z, lambd, *, conjugate: bool = False):
         (..., F) complex.
     """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
-    zc = z[..., None, :]  # (..., 1, F)
-    poles = lambd[..., :, None]  # (..., M, 1)
-    # The sums over n are written as einsum contractions (matrix products, fast on every
-    # backend) against the reciprocal matrix, which broadcasting computes once per (z, λ).
     if not conjugate:
-        reciprocal = 1 / (zc - poles)  # (..., M, F)
+        # The sum over n is an einsum contraction (a matrix product, fast on every backend)
+        # against the reciprocal matrix, which broadcasting computes once per (z, λ).
+        reciprocal = 1 / (z[..., None, :] - lambd[..., :, None])  # (..., M, F)
         return jnp.einsum("...n,...nf->...f", v.astype(reciprocal.dtype), reciprocal)
-    # v/(z-λ) + v̄/(z-λ̄) = (2 Re(v) z - 2 Re(v λ̄)) / (z² - 2 Re(λ) z + |λ|²)
-    reciprocal = 1 / (zc * zc - 2 * poles.real * zc + (poles * jnp.conj(poles)).real)
-    times_z = jnp.einsum("...n,...nf->...f", (2 * v.real).astype(reciprocal.dtype), reciprocal)
-    constant = jnp.einsum("...n,...nf->...f", (-2 * (v * jnp.conj(lambd)).real).astype(reciprocal.dtype), reciprocal)
-    return z * times_z + constant
+    # v/(z-λ) + v̄/(z-λ̄) = (2 Re(v) z - 2 Re(v λ̄)) / (z² - 2 Re(λ) z + |λ|²): real weights
+    # over one complex denominator d per pair. With z = x + iy, d = d_re + i d_im and
+    # 1/d = (d_re - i d_im)/|d|², all in real arithmetic; each sum is then two real matrix
+    # products (weights against Re(1/d) and Im(1/d)) instead of a complex one.
+    x, y = jnp.real(z)[..., None, :], jnp.imag(z)[..., None, :]  # (..., 1, F)
+    pole_re = jnp.real(lambd)[..., :, None]  # (..., M, 1)
+    pole_abs2 = (jnp.real(lambd) ** 2 + jnp.imag(lambd) ** 2)[..., :, None]
+    d_re = x * x - y * y - 2 * pole_re * x + pole_abs2  # (..., M, F)
+    d_im = 2 * (x - pole_re) * y
+    inverse_abs2 = 1 / (d_re * d_re + d_im * d_im)
+    recip_re, recip_im = d_re * inverse_abs2, -d_im * inverse_abs2
+    real_dtype = recip_re.dtype
+    times_z = (2 * jnp.real(v)).astype(real_dtype)  # (..., M) weights of z/d
+    constant = (-2 * jnp.real(v * jnp.conj(lambd))).astype(real_dtype)  # weights of 1/d
+    weights = jnp.stack([times_z, constant], axis=-2)  # (..., 2, M)
+    sums = jax.lax.complex(weights @ recip_re, weights @ recip_im)  # (..., 2, F)
+    return z * sums[..., 0, :] + sums[..., 1, :]
 
 
 def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
