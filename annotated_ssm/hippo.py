@@ -5,6 +5,7 @@ functions that read a signal's history back out of a HiPPO state.
     legs_basis                      closed form of LegS's basis e^{tA}B
     reconstruction_basis, reconstruct   u(t - s) ≈ Σ_n x_n(t) g_n(s)
     normal_legs, dplr_legs          A = A_normal - P Pᵀ and its stable diagonalisation
+    memory                          feed a signal in, read its history back (chapter 2's explorer)
 
 Everything here is float64 NumPy: these are fixed initialisations computed once, and the
 float64 versions are the references the JAX code is tested against.
@@ -14,9 +15,12 @@ Notation (see the book's notation table): ``N`` state size, state indices ``n, k
 
 from __future__ import annotations
 
-import numpy as np
+from typing import NamedTuple
 
-from ._validation import check_choice, check_positive_int
+import numpy as np
+import scipy.linalg
+
+from ._validation import check_choice, check_positive_finite, check_positive_int
 
 __all__ = [
     "MEASURES",
@@ -31,6 +35,8 @@ __all__ = [
     "reconstruct",
     "normal_legs",
     "dplr_legs",
+    "Memory",
+    "memory",
 ]
 
 MEASURES = ("legs", "legt", "lagt")
@@ -289,3 +295,59 @@ def dplr_legs(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     V = np.concatenate(columns, axis=1)
     Lambda = np.concatenate(eigenvalues)
     return Lambda, V.conj().T @ p, V.conj().T @ b, V
+
+
+# --- A signal in, its history out (chapter 2's explorer) ------------------------------------
+
+
+class Memory(NamedTuple):
+    """What a HiPPO state remembers (see :func:`memory`).
+
+    lags (S,): s = 0, dt, 2dt, … up to the window; basis (N, S): e^{sA}B at those lags;
+    state (N,): x(T); reconstruction (S,): Σ_n x_n(T) g_n(s), the history u(T - s) read
+    back from the state."""
+
+    lags: np.ndarray
+    basis: np.ndarray
+    state: np.ndarray
+    reconstruction: np.ndarray
+
+
+def memory(u, dt: float, measure: str, N: int, window: float, *, theta: float = 1.0) -> Memory:
+    """Feed samples into the HiPPO SSM of ``measure`` and read the last ``window`` back.
+
+    The input is held constant over each step of length ``dt`` (sample k over
+    [k·dt, (k+1)·dt)), for which zero-order hold is exact: with one matrix exponential
+    ``exp(dt·[[A, B], [0, 0]]) = [[Ā, B̄], [0, 1]]``, the state follows ``x ← Ā x + B̄ u_k``.
+    The same Ā = e^{dt·A} steps the basis e^{sA}B along the lags. Float64 NumPy: nothing is
+    compiled, so moving N costs one (N+1)×(N+1) exponential.
+
+    Args:
+        u: (T,) input samples; the state is read at time T·dt.
+        dt: step > 0.
+        measure, theta: as in :func:`hippo_matrices`.
+        N: state size.
+        window: the longest lag read back (> 0).
+
+    Returns:
+        Memory(lags, basis, state, reconstruction).
+    """
+    check_positive_finite("dt", dt)
+    check_positive_finite("window", window)
+    u = np.asarray(u, dtype=np.float64)
+    if u.ndim != 1 or u.size < 1 or not np.all(np.isfinite(u)):
+        raise ValueError(f"u must be a finite array of shape (T,) with T >= 1; got shape {u.shape}.")
+    A, B = hippo_matrices(measure, N, theta=theta)
+    augmented = np.zeros((N + 1, N + 1))
+    augmented[:N, :N], augmented[:N, N] = A, B
+    E = scipy.linalg.expm(dt * augmented)
+    A_bar, B_bar = E[:N, :N], E[:N, N]
+    state = np.zeros(N)
+    for u_k in u:
+        state = A_bar @ state + B_bar * u_k
+    lags = dt * np.arange(int(round(window / dt)) + 1)
+    basis = np.empty((N, lags.size))
+    basis[:, 0] = B
+    for j in range(1, lags.size):
+        basis[:, j] = A_bar @ basis[:, j - 1]
+    return Memory(lags, basis, state, reconstruct(state, lags, measure, theta=theta))

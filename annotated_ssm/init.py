@@ -11,7 +11,9 @@ import numpy as np
 import scipy.linalg
 
 from ._validation import check_choice, check_positive_finite, check_positive_int
-from .hippo import dplr_legs
+from .discretize import discretize_dense, discretize_diagonal
+from .hippo import dplr_legs, legs, legs_basis
+from .kernels import naive_kernel, vandermonde_kernel
 
 __all__ = [
     "log_step",
@@ -19,8 +21,18 @@ __all__ = [
     "DIAGONAL_ABLATIONS",
     "diagonal_init",
     "legs_eigenvalues",
+    "legs_eigenvectors",
+    "FIGURE3_STEP",
+    "FIGURE3_T_MAX",
+    "legs_n_basis",
+    "legs_exact_basis",
+    "figure3_errors",
+    "DiagonalKernel",
+    "diagonal_kernel",
     "block_hippo_n",
     "s5_init",
+    "S5System",
+    "s5_system",
 ]
 
 
@@ -267,3 +279,277 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *, c
     B_tilde = V.conj().T @ B
     C_tilde = np.concatenate([c @ V for c in C], axis=-1)
     return S5Init(*(jnp.asarray(x, jnp.complex64) for x in (Lambda, B_tilde, C_tilde)))
+
+
+# --- S4D-LegS against S4-LegS (S4D paper, Figure 3 and Theorem 3) ------------------------
+
+FIGURE3_STEP = 0.002  # Δ of the S4D paper's Figure 3
+FIGURE3_T_MAX = 2.5
+
+
+@functools.lru_cache(maxsize=8)
+def legs_eigenvectors(N: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HiPPO-N's kept eigenvalues Λ, the weights V*B and the first ``rows`` rows of V.
+
+    The eigenvalues come from :func:`legs_eigenvalues`; the eigenvectors from a closed form,
+    which avoids the O(N³) eigenvector computation (10 s at N = 2048). With S the skew part
+    of HiPPO-N and p_j² = j + 1/2, writing out ``S v = iμ v`` row by row gives a two-term
+    recurrence whose solution is
+
+        v_n ∝ p_n / (p_n² + iμ) · Π_{j<n} (iμ - p_j²) / (iμ + p_j²),
+
+    a product of unit-modulus factors (so it is perfectly stable); we accumulate their
+    angles, π - 2 atan(μ/p_j²). The tests check it against ``hippo.dplr_legs``. Cached per
+    (N, rows); the arrays returned are read-only.
+
+    Returns:
+        Lambda: (N/2,) complex128, as :func:`legs_eigenvalues`.
+        B_tilde: (N/2,) complex128, ``V* B`` for LegS's B.
+        V_rows: (rows, N/2) complex128, rows 0 … rows-1 of the unit eigenvectors V.
+    """
+    Lambda = legs_eigenvalues(N)
+    rows = check_positive_int("rows", rows)
+    if rows > N:
+        raise ValueError(f"rows must be <= N = {N}; got rows={rows}.")
+    mu = Lambda.imag[:, None]  # (N/2, 1)
+    p2 = np.arange(N) + 0.5  # p_j²
+    angles = np.pi - 2 * np.arctan2(mu, p2)  # (N/2, N): angle of each factor
+    phase = np.concatenate([np.zeros_like(mu), np.cumsum(angles[:, :-1], axis=1)], axis=1)
+    vectors = np.sqrt(p2) / (p2 + 1j * mu) * np.exp(1j * phase)  # row k: eigenvector k
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    _, B = legs(N)
+    out = (Lambda, vectors.conj() @ B, vectors[:, :rows].T.copy())
+    for array in out:
+        array.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _jitted_vandermonde():
+    """:func:`annotated_ssm.kernels.vandermonde_kernel`, compiled once per shape and method."""
+    return jax.jit(vandermonde_kernel, static_argnames=("L", "method", "conjugate"))
+
+
+def legs_n_basis(N: int, L: int, step: float = FIGURE3_STEP, method: str = "zoh", n_basis: int = 4, *,
+                 slots: int | None = None) -> np.ndarray:
+    """The first ``n_basis`` basis functions of S4D-LegS, (A^(N), B/2), as discrete kernels / Δ.
+
+    Row n is ``K̄_ℓ / Δ`` of the SSM with C = e_n: the n-th coordinate of ``e^{tA^(N)} B/2``
+    sampled at ``t = ℓΔ``. Computed in the eigenbasis of A^(N) (``A^(N) = V Λ V*``, see
+    :func:`legs_eigenvectors`) with :func:`annotated_ssm.kernels.vandermonde_kernel`, in
+    float64.
+
+    Args:
+        N: state size (even).
+        L: number of samples.
+        step: Δ.
+        method: "zoh" or "bilinear".
+        n_basis: number of basis functions (rows).
+        slots: pad the N/2 states to this many (with zero weight) so that every N up to
+            2·slots reuses one compiled kernel (the Figure 3 explorer does this).
+
+    Returns:
+        (n_basis, L) float64.
+    """
+    check_positive_finite("step", step)
+    Lambda, B_tilde, V_rows = legs_eigenvectors(N, n_basis)
+    if slots is not None:
+        if slots < len(Lambda):
+            raise ValueError(f"slots must be >= N/2 = {len(Lambda)}; got slots={slots}.")
+        extra = slots - len(Lambda)
+        Lambda = np.concatenate([Lambda, np.full(extra, -1.0 + 0j)])
+        B_tilde = np.concatenate([B_tilde, np.zeros(extra)])
+        V_rows = np.concatenate([V_rows, np.zeros((n_basis, extra))], axis=1)
+    with jax.enable_x64(True):
+        K = _jitted_vandermonde()(Lambda, B_tilde / 2, V_rows, step, L=L, method=method)
+        return np.asarray(K) / step
+
+
+def legs_exact_basis(L: int, step: float = FIGURE3_STEP, n_basis: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """S4-LegS's basis at ``t = ℓΔ``: the closed form, and the SSM's own ZOH kernel / Δ.
+
+    LegS is lower triangular, so its first ``n_basis`` basis functions only involve the
+    leading n_basis × n_basis block: the SSM kernel needs no large matrix.
+
+    Returns:
+        (closed_form, ssm_kernel), each (n_basis, L) float64.
+    """
+    L = check_positive_int("L", L)
+    check_positive_finite("step", step)
+    t = step * np.arange(L)
+    A, B = legs(n_basis)
+    with jax.enable_x64(True):
+        A_bar, B_bar = (np.asarray(x) for x in discretize_dense(A, B, step, "zoh"))
+    return legs_basis(n_basis, t), naive_kernel(A_bar, B_bar, np.eye(n_basis), L) / step
+
+
+def figure3_errors(Ns, methods=("zoh", "bilinear"), step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX,
+                   split: float = 1.0, t_min: float = 0.05) -> dict:
+    """How far S4D-LegS's basis is from S4-LegS's (S4D paper, Theorem 3).
+
+    Max |S4D-LegS basis - exact LegS basis| over the first four functions, on
+    [t_min, split] and on (split, t_max].
+
+    Returns:
+        {(N, method): (early, late)} floats.
+    """
+    L = int(round(t_max / step)) + 1
+    t = step * np.arange(L)
+    exact, _ = legs_exact_basis(L, step)
+    early = (t >= t_min - 1e-12) & (t <= split + 1e-12)
+    late = t > split + 1e-12
+    errors = {}
+    for N in Ns:
+        for method in methods:
+            diff = np.abs(legs_n_basis(N, L, step, method) - exact)
+            errors[N, method] = (float(diff[:, early].max()), float(diff[:, late].max()))
+    return errors
+
+
+# --- One diagonal initialisation at a glance (the S4D explorer of chapter 6) ------------
+
+
+class DiagonalKernel(NamedTuple):
+    """What one diagonal initialisation does once discretised (see :func:`diagonal_kernel`).
+
+    A (M,) continuous eigenvalues; A_bar (M,) discrete ones; basis (4, length) the four
+    slowest basis functions Re(B̄_n Ā_n^ℓ)/Δ; kernel (length,) K̄ for a fixed random C."""
+
+    A: np.ndarray
+    A_bar: np.ndarray
+    basis: np.ndarray
+    kernel: np.ndarray
+
+
+DIAGONAL_KERNEL_LENGTH = 1024  # kernel length of diagonal_kernel
+DIAGONAL_KERNEL_SLOTS = 256  # states are padded to this many: one compiled kernel for every N
+
+
+@functools.lru_cache(maxsize=64)
+def _seeded_init(name: str, N: int, real_part: float, imag_scale: float) -> np.ndarray:
+    """Cached diagonal_init with a fixed key (S4D-LegS needs a root finding)."""
+    if name == "real":
+        return diagonal_init("real", N).astype(np.complex128)
+    return diagonal_init(name, N, key=jax.random.key(0), real_part=real_part, imag_scale=imag_scale)
+
+
+@functools.lru_cache(maxsize=1)
+def _padded_diagonal_kernel():
+    """Discretisation and kernel for ``DIAGONAL_KERNEL_SLOTS`` padded states, jit-compiled
+    once per (method, conjugate), so that changing N or Δ never recompiles."""
+
+    @functools.partial(jax.jit, static_argnames=("method", "conjugate"))
+    def compute(A, C, step, method, conjugate):
+        A_bar, B_bar = discretize_diagonal(A, jnp.ones_like(A), step, method)
+        K = vandermonde_kernel(A, jnp.ones_like(A), C, step, DIAGONAL_KERNEL_LENGTH, method=method,
+                               conjugate=conjugate)
+        return A_bar, B_bar, K
+
+    return compute
+
+
+def diagonal_kernel(init: str, N: int, real_part: float, imag_scale: float, discretization: str,
+                    step: float) -> DiagonalKernel:
+    """One setting of the S4D explorer: the eigenvalues of ``diagonal_init(init, N, …)``
+    (fixed key 0), their discretisation with step Δ, the four slowest basis functions and
+    the kernel for B = 1 and a fixed random C (seed 0, complex normal, E|C|² = 1).
+
+    float32 (the layers' precision), 1024 time steps. States are padded to 256 with zero
+    weight, so every N compiles the same kernel: a change of N or Δ costs milliseconds.
+
+    Args:
+        init: one of ``DIAGONAL_INITS``.
+        N: state size (<= 512, or <= 256 for "real").
+        real_part, imag_scale: as in :func:`diagonal_init` (ignored for "real").
+        discretization: "zoh" or "bilinear".
+        step: Δ > 0.
+    """
+    check_choice("discretization", discretization, ("zoh", "bilinear"))
+    check_positive_finite("step", step)
+    if init == "real":
+        real_part, imag_scale = -0.5, 1.0  # S4D-Real has neither
+    A = _seeded_init(init, int(N), float(real_part), float(imag_scale))
+    M = len(A)
+    if M > DIAGONAL_KERNEL_SLOTS:
+        raise ValueError(f"N must be <= {2 * DIAGONAL_KERNEL_SLOTS} (or {DIAGONAL_KERNEL_SLOTS} for 'real'); "
+                         f"got N={N}.")
+    rng = np.random.default_rng(0)
+    C = (rng.standard_normal(M) + 1j * rng.standard_normal(M)) / np.sqrt(2)
+    pad = DIAGONAL_KERNEL_SLOTS - M
+    A_padded = np.concatenate([A, np.full(pad, -1.0 + 0j)]).astype(np.complex64)
+    C_padded = np.concatenate([C, np.zeros(pad)]).astype(np.complex64)
+    A_bar, B_bar, kernel = (np.asarray(x) for x in _padded_diagonal_kernel()(
+        A_padded, C_padded, np.float32(step), method=discretization, conjugate=init != "real"))
+    A_bar, B_bar = A_bar[:M].astype(np.complex128), B_bar[:M].astype(np.complex128)
+    slowest = np.argsort(np.abs(A.imag), kind="stable")[:4]
+    ell = np.arange(DIAGONAL_KERNEL_LENGTH)
+    basis = np.real(B_bar[slowest, None] * A_bar[slowest, None] ** ell) / step
+    return DiagonalKernel(A, A_bar, basis, kernel)
+
+
+def warm_up_diagonal_kernel() -> None:
+    """Compile :func:`diagonal_kernel`'s four (discretisation, conjugate) variants now."""
+    zeros = np.zeros(DIAGONAL_KERNEL_SLOTS, np.complex64)
+    for method in ("zoh", "bilinear"):
+        for conjugate in (True, False):
+            _padded_diagonal_kernel()(zeros - 1, zeros, np.float32(0.01), method=method, conjugate=conjugate)
+
+
+# --- One S5 initialisation at a glance (the S5 explorer of chapter 7) -------------------
+
+
+class S5System(NamedTuple):
+    """An initial S5 system, discretised (see :func:`s5_system`).
+
+    Lambda (P',) continuous eigenvalues in block order; step (P',) each state's Δ;
+    Lambda_bar (P',) = exp(ΛΔ); responses (length, H, H): the impulse response K̄[ℓ, out, in]
+    of the real system (2·Re over the kept half of each conjugate pair)."""
+
+    Lambda: np.ndarray
+    step: np.ndarray
+    Lambda_bar: np.ndarray
+    responses: np.ndarray
+
+
+S5_SYSTEM_SLOTS = 64  # s5_system pads the kept states to this many: one compiled discretisation
+
+
+def s5_system(d_model: int, state_size: int, blocks: int, step_min: float, step_max: float, length: int, *,
+              seed: int = 0) -> S5System:
+    """S5's initialisation, discretised by ZOH, in float64: what the S5 explorer draws.
+
+    Λ and V come from :func:`block_hippo_n` (J = ``blocks`` copies of HiPPO-N), B (P×H) and
+    C (H×P) are real LeCun-normal draws projected as in :func:`s5_init`
+    (``B̃ = V*B``, ``C̃ = CV``), and log Δ is uniform on [log step_min, log step_max] per
+    state as in :func:`log_step`. The random draws come from a NumPy generator seeded by
+    ``seed``, and the discretisation is padded to ``S5_SYSTEM_SLOTS`` states, so that
+    changing P or J compiles nothing.
+
+    Args:
+        d_model: H. state_size: P (P/2 <= S5_SYSTEM_SLOTS). blocks: J, divides P.
+        step_min, step_max: the Δ range. length: time steps of the impulse responses.
+    """
+    H = check_positive_int("d_model", d_model)
+    length = check_positive_int("length", length)
+    check_positive_finite("step_min", step_min)
+    check_positive_finite("step_max", step_max)
+    if step_min > step_max:
+        raise ValueError(f"step_min must be <= step_max; got step_min={step_min}, step_max={step_max}.")
+    Lambda, V = block_hippo_n(state_size, blocks)
+    P, kept = V.shape
+    if kept > S5_SYSTEM_SLOTS:
+        raise ValueError(f"state_size must be <= {2 * S5_SYSTEM_SLOTS}; got state_size={state_size}.")
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((P, H)) / np.sqrt(H)
+    C = rng.standard_normal((H, P)) / np.sqrt(P)
+    step = np.exp(rng.uniform(np.log(step_min), np.log(step_max), size=kept))
+    B_tilde, C_tilde = V.conj().T @ B, C @ V  # (P', H), (H, P')
+    pad = S5_SYSTEM_SLOTS - kept
+    with jax.enable_x64(True):
+        Lambda_bar, factor = (np.asarray(x)[:kept] for x in discretize_diagonal(
+            np.concatenate([Lambda, np.full(pad, -1.0 + 0j)]), np.ones(S5_SYSTEM_SLOTS, np.complex128),
+            np.concatenate([step, np.ones(pad)]), "zoh"))
+    B_bar = factor[:, None] * B_tilde  # ZOH: B̄ = (Λ̄ - 1)/Λ · B̃
+    powers = Lambda_bar[None, :] ** np.arange(length)[:, None]  # (length, P')
+    responses = 2 * np.einsum("hp,lp,pk->lhk", C_tilde, powers, B_bar).real
+    return S5System(Lambda, step, Lambda_bar, responses)

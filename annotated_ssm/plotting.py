@@ -1,12 +1,40 @@
 """Figures the chapters show. Each function returns a matplotlib Figure and never calls
-``plt.show()``, so the same code serves the notebooks, the widgets and scripts."""
+``plt.show()``, so the same code serves the notebooks, the widgets and scripts.
+
+This module only draws: the numbers come from the modules of their concepts (``ssm``,
+``hippo``, ``init``, ``kernels``). The explorers' figures (``*_explorer_figure``) are sized
+for the page: 7.5 inches wide at 100 dpi with readable fonts (``EXPLORER_STYLE``), so
+that they stay legible when a phone shrinks them to its width.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["complex_plane"]
+from . import ssm
+# Numerical experiments that used to live here, re-exported so that existing imports work:
+# new code should import them from annotated_ssm.init.
+from .init import FIGURE3_STEP, FIGURE3_T_MAX, figure3_errors, legs_exact_basis, legs_n_basis
+from .init import legs_eigenvectors as _legs_n_half  # tests/test_s4d.py still uses it; moved to test_init.py
+
+__all__ = ["complex_plane", "EXPLORER_WIDTH", "EXPLORER_STYLE", "explorer_style"]
+
+EXPLORER_WIDTH = 7.5  # inches: an explorer's figure at 100 dpi is as wide as the book's text column
+#: Font sizes of the explorers' figures (points at 100 dpi; ~11 px on a phone at half scale).
+EXPLORER_STYLE = {
+    "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": 9.5,
+    "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.dpi": 100, "savefig.dpi": 100,
+}
+
+
+@contextlib.contextmanager
+def explorer_style():
+    """matplotlib settings of the explorers' figures (see ``EXPLORER_STYLE``)."""
+    with plt.rc_context(EXPLORER_STYLE):
+        yield
 
 
 def complex_plane(ax, eigenvalues, *, unit_circle: bool = False, label: str | None = None, **scatter_kwargs):
@@ -36,8 +64,8 @@ __all__ += ["diagonal_ssm_figure"]
 
 def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
     """Three panels for a diagonal SSM x' = diag(λ) x + B u, y = C x: where the
-    eigenvalues λ sit (left half plane shaded: stable), the basis functions
-    Re[e^{tλ_n} B_n] (one curve per state), and the impulse response Re K(t).
+    eigenvalues λ sit (left half plane shaded: stable), the impulse response Re K(t), and
+    the basis functions Re[e^{tλ_n} B_n] (one curve per state, full width below).
 
     Args:
         eigenvalues: (N,) complex λ_n.
@@ -48,45 +76,42 @@ def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
     Returns:
         The Figure.
     """
-    from .ssm import basis_functions, impulse_response  # the figure shows the package's own numbers
-
     lam = np.asarray(eigenvalues, dtype=complex).ravel()
     N = lam.size
     B = np.ones(N) if B is None else np.asarray(B)
     C = np.ones(N) if C is None else np.asarray(C)
     A = np.diag(lam)
-    basis = basis_functions(A, B, t)  # (T, N)
-    kernel = impulse_response(A, B, C, t)  # (T,)
+    basis = ssm.basis_functions(A, B, t)  # (T, N): the figure shows the package's own numbers
+    kernel = ssm.impulse_response(A, B, C, t)  # (T,)
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1, 1.4, 1.4]})
-    ax = axes[0]
-    # Fixed limits (widened only when needed) so the axes stay put while a widget moves λ.
-    left, right = min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3)
-    top = max(10.5, np.abs(lam.imag).max() + 0.5)
-    ax.axvspan(left, 0, color="tab:green", alpha=0.08, lw=0)
-    ax.axvspan(0, right, color="tab:red", alpha=0.06, lw=0)
-    colors = plt.cm.viridis(np.linspace(0, 0.9, max(N, 2)))
-    complex_plane(ax, lam, c=colors[:N], s=30, zorder=3)
-    ax.set_xlim(left, right)
-    ax.set_ylim(min(-0.8, lam.imag.min() - 0.5), top)
-    ax.set_title("eigenvalues of A (green: stable)")
+    with explorer_style():
+        fig = plt.figure(figsize=(EXPLORER_WIDTH, 5.6))
+        grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.35])
+        ax_eig, ax_kernel, ax_basis = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
+        # Fixed limits (widened only when needed) so the axes stay put while a widget moves λ.
+        left, right = min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3)
+        top = max(10.5, np.abs(lam.imag).max() + 0.5)
+        ax_eig.axvspan(left, 0, color="tab:green", alpha=0.08, lw=0)
+        ax_eig.axvspan(0, right, color="tab:red", alpha=0.06, lw=0)
+        colors = plt.cm.viridis(np.linspace(0, 0.9, max(N, 2)))
+        complex_plane(ax_eig, lam, c=colors[:N], s=30, zorder=3)
+        ax_eig.set_xlim(left, right)
+        ax_eig.set_ylim(min(-0.8, lam.imag.min() - 0.5), top)
+        ax_eig.set_title("eigenvalues λ (green: stable)")
 
-    ax = axes[1]
-    for n in range(min(N, max_basis)):
-        ax.plot(t, basis[:, n].real, color=colors[n], lw=1.2, label=f"n={n}")
-    ax.set_xlabel("t")
-    ax.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
-    if N <= max_basis:
-        ax.legend(fontsize=7, ncol=2, loc="upper right")
+        ax_kernel.plot(t, kernel.real, color="black", lw=1.4)
+        ax_kernel.axhline(0, color="0.7", lw=0.8)
+        ax_kernel.set_xlabel("t")
+        ax_kernel.set_title(r"impulse response Re $C e^{tA} B$")
 
-    ax = axes[2]
-    ax.plot(t, kernel.real, color="black", lw=1.4)
-    ax.axhline(0, color="0.7", lw=0.8)
-    ax.set_xlabel("t")
-    ax.set_title(r"impulse response Re $K(t) = $ Re $C e^{tA} B$")
-    fig.tight_layout()
+        for n in range(min(N, max_basis)):
+            ax_basis.plot(t, basis[:, n].real, color=colors[n], lw=1.3, label=f"n={n}")
+        ax_basis.set_xlabel("t")
+        ax_basis.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
+        if N <= max_basis:
+            ax_basis.legend(ncol=4, loc="upper right")
+        fig.tight_layout()
     return fig
-
 
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
@@ -129,7 +154,64 @@ def history_reconstruction(ax, s, history, reconstructions: dict, *, title: str 
 
 
 
+__all__ += ["hippo_explorer_figure"]
+
+
+def hippo_explorer_figure(lags, basis, history, reconstruction, *, measure: str, N: int, theta: float | None = None):
+    """The HiPPO explorer: the basis e^{sA}B (first 8 of N) above the history of the signal
+    and its reconstruction from the state.
+
+    Args:
+        lags: (S,) lags s >= 0.
+        basis: (N, S) basis functions at the lags.
+        history: (S,) the true u(T - s); reconstruction: (S,) read back from the state.
+        theta: drawn as the end of LegT's window (when ``measure == "legt"``).
+    """
+    error = np.sqrt(np.mean((reconstruction - history) ** 2)) / max(np.std(history), 1e-300)
+    shown = min(N, 8)
+    with explorer_style():
+        fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(EXPLORER_WIDTH, 5.6))
+        basis_functions(ax0, lags, basis, title=f"{measure}: basis $e^{{sA}}B$, first {shown} of N = {N}")
+        ax0.set_xlabel("s")
+        limit = np.max(np.abs(basis[:shown]))
+        ax0.set_ylim(-1.1 * limit, 1.1 * limit)
+        history_reconstruction(ax1, lags, history, {f"from the state (relative rms error {error:.1e})": reconstruction},
+                               title=f"the last {lags[-1]:g} time units, read back from the state")
+        if measure == "legt" and theta is not None:
+            ax1.axvline(theta, color="0.5", ls=":", lw=1)
+        ax1.legend(loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
 # --- Chapter 3: discretisation ----------------------------------------------------------
+
+__all__ += ["discretization_explorer_figure"]
+
+
+def discretization_explorer_figure(A_bar, t, K, K_bar, *, step: float, method: str):
+    """The discretisation explorer: eigenvalues of Ā against the unit circle, and the
+    discrete kernel K̄_ℓ against the sampled continuous one Δ·K(ℓΔ).
+
+    Args:
+        A_bar: (N,) discrete eigenvalues (their conjugates are drawn too).
+        t: (T,) fine times; K: (T,) the continuous kernel at t.
+        K_bar: (L,) the discrete kernel, at times ℓΔ.
+    """
+    A_bar = np.asarray(A_bar)
+    with explorer_style():
+        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(EXPLORER_WIDTH, 3.6), gridspec_kw={"width_ratios": [1, 1.6]})
+        complex_plane(ax0, np.concatenate([A_bar, A_bar.conj()]), unit_circle=True, color="C3")
+        ax0.set_title(f"Ā, max |·| = {np.max(np.abs(A_bar)):.3f}")
+        ax1.plot(t, step * K, color="black", alpha=0.4, lw=2, label="Δ·K(ℓΔ)")
+        ax1.plot(np.arange(len(K_bar)) * step, K_bar, ".-", ms=3, lw=0.8, color="C3", label="K̄_ℓ")
+        scale = 1.5 * np.max(np.abs(step * K))
+        ax1.set_ylim(-scale, scale)
+        ax1.set_xlabel("time ℓΔ")
+        ax1.legend(loc="upper right")
+        ax1.set_title(f"{method}, Δ = {step:.2g}")
+        fig.tight_layout()
+    return fig
 
 
 # --- Chapter 4: S4 ----------------------------------------------------------------------
@@ -254,107 +336,8 @@ def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
 
 # --- Chapter 6: S4D (Figures 3 and 4) ---------------------------------------------------
 
-import functools  # noqa: E402  (each section imports what it uses; the file is shared)
-
-__all__ += ["legs_n_basis", "legs_exact_basis", "figure3", "figure3_panel", "figure3_errors", "figure4",
-            "s4d_explorer_figure"]
-
-FIGURE3_STEP = 0.002  # Δ of the S4D paper's Figure 3
-FIGURE3_T_MAX = 2.5
-
-
-@functools.lru_cache(maxsize=8)
-def _legs_n_half(N: int, rows: int):
-    """HiPPO-N's kept eigenvalues Λ, V*B and the first ``rows`` rows of V, cached per N.
-
-    The eigenvalues come from the Hermitian eigensolver (``init.legs_eigenvalues``); the
-    eigenvectors from a closed form, which avoids the O(N³) eigenvector computation (10 s
-    at N = 2048). With S the skew part of HiPPO-N and p_j² = j + 1/2, writing out
-    ``S v = iμ v`` row by row gives a two-term recurrence whose solution is
-
-        v_n ∝ p_n / (p_n² + iμ) · Π_{j<n} (iμ - p_j²) / (iμ + p_j²),
-
-    a product of unit-modulus factors (so it is perfectly stable); we accumulate their
-    angles, π - 2 atan(μ/p_j²). The test suite checks this against ``hippo.dplr_legs``.
-    """
-    from .hippo import legs
-    from .init import legs_eigenvalues
-
-    Lambda = legs_eigenvalues(N)
-    mu = Lambda.imag[:, None]  # (N/2, 1)
-    p2 = np.arange(N) + 0.5  # p_j²
-    angles = np.pi - 2 * np.arctan2(mu, p2)  # (N/2, N): angle of each factor
-    phase = np.concatenate([np.zeros_like(mu), np.cumsum(angles[:, :-1], axis=1)], axis=1)
-    vectors = np.sqrt(p2) / (p2 + 1j * mu) * np.exp(1j * phase)  # row k: eigenvector k
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    _, B = legs(N)
-    return Lambda, vectors.conj() @ B, vectors[:, :rows].T.copy()
-
-
-def legs_n_basis(N: int, L: int, step: float = FIGURE3_STEP, method: str = "zoh", n_basis: int = 4, *,
-                 slots: int | None = None) -> np.ndarray:
-    """The first ``n_basis`` basis functions of S4D-LegS, (A^(N), B/2), as discrete kernels / Δ.
-
-    Row n is ``K̄_ℓ / Δ`` of the SSM with C = e_n: the n-th coordinate of ``e^{tA^(N)} B/2``
-    sampled at ``t = ℓΔ``. Computed in the eigenbasis of A^(N) (``A^(N) = V Λ V*``) with
-    :func:`annotated_ssm.kernels.vandermonde_kernel`, in float64.
-
-    Args:
-        slots: pad the N/2 states to this many (with zero weight) so that every N up to
-            2·slots reuses one compiled kernel (the Figure 3 widget does this).
-
-    Returns:
-        (n_basis, L) float64.
-    """
-    import jax
-
-    Lambda, B_tilde, V_rows = _legs_n_half(N, n_basis)
-    if slots is not None:
-        if slots < len(Lambda):
-            raise ValueError(f"slots must be >= N/2 = {len(Lambda)}; got slots={slots}.")
-        extra = slots - len(Lambda)
-        Lambda = np.concatenate([Lambda, np.full(extra, -1.0 + 0j)])
-        B_tilde = np.concatenate([B_tilde, np.zeros(extra)])
-        V_rows = np.concatenate([V_rows, np.zeros((n_basis, extra))], axis=1)
-    with jax.enable_x64(True):
-        K = _vandermonde_jit(Lambda, B_tilde / 2, V_rows, step, L=L, method=method)
-        return np.asarray(K) / step
-
-
-@functools.lru_cache(maxsize=1)
-def _jitted_vandermonde():
-    import jax
-
-    from .kernels import vandermonde_kernel
-
-    return jax.jit(vandermonde_kernel, static_argnames=("L", "method", "conjugate", "max_elements"))
-
-
-def _vandermonde_jit(*args, **kwargs):
-    """:func:`annotated_ssm.kernels.vandermonde_kernel`, compiled once per shape."""
-    return _jitted_vandermonde()(*args, **kwargs)
-
-
-def legs_exact_basis(L: int, step: float = FIGURE3_STEP, n_basis: int = 4):
-    """S4-LegS's basis at ``t = ℓΔ``: the closed form, and the SSM's own ZOH kernel / Δ.
-
-    LegS is lower triangular, so its first ``n_basis`` basis functions only involve the
-    leading n_basis × n_basis block: the SSM kernel needs no large matrix.
-
-    Returns:
-        (closed_form, ssm_kernel), each (n_basis, L) float64.
-    """
-    import jax
-
-    from .discretize import discretize_dense
-    from .hippo import legs, legs_basis
-    from .kernels import naive_kernel
-
-    t = step * np.arange(L)
-    A, B = legs(n_basis)
-    with jax.enable_x64(True):
-        A_bar, B_bar = (np.asarray(x) for x in discretize_dense(A, B, step, "zoh"))
-    return legs_basis(n_basis, t), naive_kernel(A_bar, B_bar, np.eye(n_basis), L) / step
+__all__ += ["figure3", "figure3_panel", "figure3_explorer_figure", "figure4", "s4d_explorer_figure",
+            "legs_n_basis", "legs_exact_basis", "figure3_errors"]  # the last three: see the imports
 
 
 def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):
@@ -392,21 +375,17 @@ def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
     return fig
 
 
-def figure3_errors(Ns, methods=("zoh", "bilinear"), step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX,
-                   split: float = 1.0, t_min: float = 0.05) -> dict:
-    """Max |S4D-LegS basis - exact LegS basis| over the four functions, on [t_min, split] and
-    (split, t_max]. Returns {(N, method): (early, late)}."""
-    L = int(round(t_max / step)) + 1
-    t = step * np.arange(L)
-    exact, _ = legs_exact_basis(L, step)
-    early = (t >= t_min - 1e-12) & (t <= split + 1e-12)
-    late = t > split + 1e-12
-    errors = {}
-    for N in Ns:
-        for method in methods:
-            diff = np.abs(legs_n_basis(N, L, step, method) - exact)
-            errors[N, method] = (float(diff[:, early].max()), float(diff[:, late].max()))
-    return errors
+def figure3_explorer_figure(t, basis, exact, *, N: int, discretization: str):
+    """One panel of Figure 3 for the explorer: the S4D-LegS basis (rows of ``basis``) over
+    the exact LegS basis (dashed). t: (T,); basis, exact: (4, T)."""
+    with explorer_style():
+        fig, ax = plt.subplots(figsize=(EXPLORER_WIDTH, 3.6))
+        figure3_panel(ax, t, basis, exact=exact, title=f"S4D-LegS, N = {N}, {discretization} (dashed: S4-LegS)")
+        ax.title.set_fontsize(EXPLORER_STYLE["axes.titlesize"])
+        ax.set_ylim(-2.5, 3.5)
+        ax.legend(loc="upper right", ncol=4)
+        fig.tight_layout()
+    return fig
 
 
 def figure4(inits: dict, N: int):
@@ -431,23 +410,30 @@ def figure4(inits: dict, N: int):
 
 
 def s4d_explorer_figure(A, A_bar, basis, kernel, *, step: float, title: str = ""):
-    """Three panels: the discrete eigenvalues Ā in the unit disc, a few basis functions
-    Re(B̄_n Ā_n^ℓ)/Δ, and the kernel K̄_ℓ for a fixed C (both against ℓ)."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    colors = np.arange(len(A_bar))
-    complex_plane(axes[0], A_bar, unit_circle=True, c=colors, cmap="viridis", s=10)
-    axes[0].set_title(r"$\bar A_n$ (colour: n)", fontsize=10)
-    ell = np.arange(basis.shape[-1])
-    for row in basis:
-        axes[1].plot(ell, row, lw=1)
-    axes[1].set_title(r"four slowest basis functions Re$(\bar B_n \bar A_n^\ell)/\Delta$", fontsize=10)
-    axes[1].set_xlabel(r"$\ell$ (t = $\ell\Delta$, " + f"Δ = {step:.3g})")
-    axes[2].plot(ell, kernel, lw=1, color="k")
-    axes[2].set_title(r"kernel $\bar K_\ell$ for a fixed random C", fontsize=10)
-    axes[2].set_xlabel(r"$\ell$")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    """The S4D explorer: the discrete eigenvalues Ā in the unit disc, a few basis functions
+    Re(B̄_n Ā_n^ℓ)/Δ, and (full width below) the kernel K̄_ℓ for a fixed C.
+
+    Args:
+        A, A_bar: (M,) continuous and discrete eigenvalues (A only sets the colours' count).
+        basis: (4, L); kernel: (L,); step: Δ.
+    """
+    with explorer_style():
+        fig = plt.figure(figsize=(EXPLORER_WIDTH, 5.8))
+        grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.5])
+        ax_eig, ax_basis, ax_kernel = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
+        complex_plane(ax_eig, A_bar, unit_circle=True, c=np.arange(len(A_bar)), cmap="viridis", s=10)
+        ax_eig.set_title(r"$\bar A_n$ (colour: n)")
+        ell = np.arange(basis.shape[-1])
+        for row in basis:
+            ax_basis.plot(ell, row, lw=1)
+        ax_basis.set_title(r"4 slowest Re$(\bar B_n \bar A_n^\ell)/\Delta$")
+        ax_basis.set_xlabel(r"$\ell$ (t = $\ell\Delta$, " + f"Δ = {step:.3g})")
+        ax_kernel.plot(ell, kernel, lw=1, color="k")
+        ax_kernel.set_title(r"kernel $\bar K_\ell$ for a fixed random C")
+        ax_kernel.set_xlabel(r"$\ell$")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
     return fig
 
 
@@ -457,7 +443,8 @@ __all__ += ["s5_system_figure", "scan_timing_figure", "irregular_sampling_figure
 
 
 def s5_system_figure(Lambda, step, Lambda_bar, responses: dict, *, blocks: int = 1, title: str | None = None):
-    """An S5 system at a glance: continuous eigenvalues, discrete ones, impulse responses.
+    """An S5 system at a glance: continuous eigenvalues, each state's timescale, and
+    (full width below) impulse responses.
 
     Args:
         Lambda: (P',) continuous eigenvalues, in block order (P'/blocks per block).
@@ -467,29 +454,32 @@ def s5_system_figure(Lambda, step, Lambda_bar, responses: dict, *, blocks: int =
         blocks: J, used to colour the eigenvalues by block.
     """
     Lambda, step, Lambda_bar = (np.asarray(x) for x in (Lambda, step, Lambda_bar))
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    block_of = np.repeat(np.arange(blocks), len(Lambda) // blocks)
-    colors = plt.cm.tab10(block_of % 10)
-    complex_plane(axes[0], Lambda, c=colors)
-    axes[0].set_title("Λ (continuous): every block has the same eigenvalues")
-    # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times per step.
-    memory = 1 / (-Lambda.real * step)
-    frequency = np.abs(Lambda.imag) * step / (2 * np.pi)
-    axes[1].scatter(memory, frequency, c=colors, s=18)
-    axes[1].set_xscale("log")
-    axes[1].set_yscale("log")
-    axes[1].set_xlabel("memory 1/(-Re(Λ)Δ)  (time steps)")
-    axes[1].set_ylabel("cycles per step  Im(Λ)Δ/2π")
-    axes[1].set_title("Λ̄ = exp(ΛΔ): a timescale per state")
-    for label, response in responses.items():
-        axes[2].plot(np.asarray(response), lw=1.2, label=label)
-    axes[2].axhline(0, color="0.7", lw=0.8)
-    axes[2].set_xlabel("time step ℓ")
-    axes[2].set_title("impulse responses K̄[out, in]")
-    axes[2].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+    with explorer_style():
+        fig = plt.figure(figsize=(EXPLORER_WIDTH, 6.0))
+        grid = fig.add_gridspec(2, 2)
+        axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
+        block_of = np.repeat(np.arange(blocks), len(Lambda) // blocks)
+        colors = plt.cm.tab10(block_of % 10)
+        complex_plane(axes[0], Lambda, c=colors)
+        axes[0].set_title("Λ (colour: block)")
+        # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times per step.
+        memory = 1 / (-Lambda.real * step)
+        frequency = np.abs(Lambda.imag) * step / (2 * np.pi)
+        axes[1].scatter(memory, frequency, c=colors, s=18)
+        axes[1].set_xscale("log")
+        axes[1].set_yscale("log")
+        axes[1].set_xlabel("memory 1/(-Re(Λ)Δ) (steps)")
+        axes[1].set_ylabel("cycles per step")
+        axes[1].set_title("Λ̄ = exp(ΛΔ): timescales")
+        for label, response in responses.items():
+            axes[2].plot(np.asarray(response), lw=1.2, label=label)
+        axes[2].axhline(0, color="0.7", lw=0.8)
+        axes[2].set_xlabel("time step ℓ")
+        axes[2].set_title("impulse responses K̄[out, in]")
+        axes[2].legend(loc="upper right")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
     return fig
 
 

@@ -197,3 +197,56 @@ def test_bad_arguments():
         hippo.legs_basis(4, [np.nan])
     with pytest.raises(ValueError, match="x must"):
         hippo.reconstruct(1.0, [0.0])
+
+
+# --- memory: a signal in, its history out (chapter 2's explorer) ---------------------------
+
+
+def _signal(t):
+    return np.sin(t) + 0.5 * np.cos(3.1 * t)
+
+
+@pytest.mark.parametrize("measure", hippo.MEASURES)
+def test_memory_state_matches_simulate(measure):
+    """The ZOH recurrence gives the state of an independent integrator (ssm.simulate with the
+    input held over each step), and the reconstruction is reconstruct() of that state."""
+    from annotated_ssm.ssm import simulate
+
+    dt, N = 0.01, 16
+    u = _signal(dt * np.arange(500) + dt / 2)
+    m = hippo.memory(u, dt, measure, N, 2.0, theta=1.5)
+    A, B = hippo.hippo_matrices(measure, N, theta=1.5)
+    _, states = simulate(A, B, np.zeros(N), 0.0, np.append(u, u[-1]), dt * np.arange(501), hold="zero",
+                         return_state=True)
+    np.testing.assert_allclose(m.state, states[-1], rtol=1e-9, atol=1e-12 * np.abs(states[-1]).max())
+    np.testing.assert_allclose(m.reconstruction, hippo.reconstruct(states[-1], m.lags, measure, theta=1.5),
+                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(m.lags, dt * np.arange(201), rtol=1e-12)
+
+
+def test_memory_basis_closed_forms():
+    """e^{sA}B stepped along the lags equals LegS's and LagT's closed forms."""
+    dt, N = 0.01, 12
+    legs = hippo.memory(np.ones(3), dt, "legs", N, 3.0)
+    np.testing.assert_allclose(legs.basis, hippo.legs_basis(N, legs.lags), rtol=1e-9, atol=1e-11)
+    lagt = hippo.memory(np.ones(3), dt, "lagt", N, 3.0, theta=0.5)
+    closed = hippo.reconstruction_basis("lagt", N, lagt.lags, theta=0.5) / 0.5
+    np.testing.assert_allclose(lagt.basis, closed, rtol=1e-9, atol=1e-11)
+
+
+def test_memory_reconstructs_history():
+    """With N = 64, LegS reads the last 4 time units of a smooth signal back to ~1e-2."""
+    dt = 0.01
+    m = hippo.memory(_signal(dt * np.arange(1000) + dt / 2), dt, "legs", 64, 4.0)
+    history = _signal(10.0 - m.lags)
+    assert np.sqrt(np.mean((m.reconstruction - history) ** 2)) < 1e-2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"dt": 0.0}, "dt"), ({"window": -1.0}, "window"), ({"u": np.ones((3, 2))}, "u must"),
+    ({"u": np.array([1.0, np.nan])}, "u must"), ({"measure": "fourier"}, "measure"),
+])
+def test_memory_bad_input(kwargs, match):
+    args = {"u": np.ones(5), "dt": 0.1, "measure": "legs", "N": 4, "window": 1.0, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        hippo.memory(**args)

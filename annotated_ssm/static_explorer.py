@@ -1,0 +1,129 @@
+"""Explorers that move on a static web page: precomputed frames and a few lines of JavaScript.
+
+On the book's website there is no kernel, so an explorer's live widget cannot redraw. When a
+chapter is executed, each explorer therefore also renders its figure for every point of a
+small grid of its main controls (with the same drawing function as the live widget) and
+stores the images, together with HTML sliders and drop-down lists that swap them, as the
+``text/html`` form of its output. The page needs no server, no network and no library: the
+images are ``data:`` URLs and the script is inline.
+
+This module only writes that HTML; :mod:`annotated_ssm.widgets` renders the frames. The
+output is deterministic (same images, same bytes), and every image is a
+``data:image/...;base64,`` string, which a test comparing outputs can mask with one regular
+expression.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from typing import NamedTuple, Sequence
+
+__all__ = ["StaticControl", "frame_index", "static_html"]
+
+
+class StaticControl(NamedTuple):
+    """One control of the static explorer.
+
+    name: the keyword of the drawing function; label: what the reader sees; labels: the
+    grid's values as text; default: index of the value shown first; slider: a range slider
+    (numbers) rather than a drop-down list (names)."""
+
+    name: str
+    label: str
+    labels: tuple[str, ...]
+    default: int
+    slider: bool
+
+
+def frame_index(controls: Sequence[StaticControl], indices: Sequence[int]) -> int:
+    """Position of a grid point in the frame list: mixed radix, first control most significant
+    (the order of ``itertools.product`` over the controls' values)."""
+    index = 0
+    for control, i in zip(controls, indices, strict=True):
+        index = index * len(control.labels) + i
+    return index
+
+
+_SCRIPT = """(function () {
+  var root = document.currentScript.previousElementSibling;
+  var data = JSON.parse(root.getAttribute("data-explorer"));
+  var img = root.querySelector("img");
+  var inputs = root.querySelectorAll("[data-control]");
+  function update() {
+    var index = 0;
+    for (var k = 0; k < inputs.length; k++) {
+      var i = parseInt(inputs[k].value, 10);
+      index = index * data.sizes[k] + i;
+      var shown = root.querySelector("[data-value='" + k + "']");
+      if (shown) { shown.textContent = data.labels[k][i]; }
+    }
+    img.src = data.images[data.frames[index]];
+    img.setAttribute("data-frame", String(index));
+  }
+  for (var k = 0; k < inputs.length; k++) {
+    inputs[k].addEventListener("input", update);
+    inputs[k].addEventListener("change", update);
+  }
+})();"""
+
+
+def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[bytes], frames: Sequence[int], *,
+                mime: str, fixed: Sequence[str] = (), alt: str = "") -> str:
+    """The self-contained HTML of a static explorer.
+
+    Args:
+        title: shown above the controls.
+        controls: the grid's controls, in the order of the frames (see :func:`frame_index`).
+        images: the distinct encoded images (identical frames are stored once).
+        frames: for every grid point, the index of its image in ``images``.
+        mime: the images' type, e.g. "image/png".
+        fixed: one line per control that the static page cannot move ("θ = 2").
+        alt: the image's alternative text.
+
+    Returns:
+        An HTML fragment: a ``div`` holding the controls, the default frame and the data,
+        followed by the ``script`` that swaps frames.
+    """
+    sizes = [len(c.labels) for c in controls]
+    expected = 1
+    for size in sizes:
+        expected *= size
+    if len(frames) != expected:
+        raise ValueError(f"frames must hold one entry per grid point ({expected}); got {len(frames)}.")
+    if any(not 0 <= f < len(images) for f in frames):
+        raise ValueError(f"frames must index images (0 … {len(images) - 1}); got {sorted(set(frames))}.")
+    encoded = [f"data:{mime};base64," + base64.b64encode(image).decode("ascii") for image in images]
+    data = {"sizes": sizes, "labels": [list(c.labels) for c in controls],
+            "frames": list(frames), "images": encoded}
+    default = frame_index(controls, [c.default for c in controls])
+    rows = []
+    for k, control in enumerate(controls):
+        label = html.escape(control.label)
+        if control.slider:
+            rows.append(
+                f'<label style="white-space:nowrap">{label} <input type="range" data-control="{k}" min="0" '
+                f'max="{len(control.labels) - 1}" step="1" value="{control.default}" '
+                f'aria-label="{label}" style="width:9em;vertical-align:middle"> '
+                f'<span data-value="{k}">{html.escape(control.labels[control.default])}</span></label>')
+        else:
+            options = "".join(
+                f'<option value="{i}"{" selected" if i == control.default else ""}>{html.escape(text)}</option>'
+                for i, text in enumerate(control.labels))
+            rows.append(f'<label style="white-space:nowrap">{label} <select data-control="{k}">{options}</select>'
+                        "</label>")
+    note = "Precomputed on a grid of values; run the notebook to move every control freely."
+    if fixed:
+        note = "Fixed here: " + "; ".join(fixed) + ". " + note
+    attribute = html.escape(json.dumps(data, separators=(",", ":")), quote=True)
+    return (
+        f'<div class="annotated-ssm-explorer" data-explorer="{attribute}" '
+        'style="max-width:100%;font-family:sans-serif;font-size:14px;line-height:1.6">'
+        f"<div><strong>{html.escape(title)}</strong></div>"
+        '<div style="display:flex;flex-wrap:wrap;gap:2px 18px;align-items:center">' + "".join(rows) + "</div>"
+        f'<img src="{encoded[frames[default]]}" data-frame="{default}" alt="{html.escape(alt)}" '
+        'style="max-width:100%;height:auto;display:block">'
+        f'<div style="font-size:12px;color:#666">{html.escape(note)}</div>'
+        f"</div><script>{_SCRIPT}</script>"
+    )
