@@ -45,10 +45,15 @@ def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
 
 
 def pages(site: pathlib.Path) -> list[str]:
-    """Every HTML page a reader can reach, relative to the site's root."""
+    """Every HTML page a reader can reach, relative to the site's root.
+
+    Skips assets and hidden folders (pages a stale build may have left from sources now
+    excluded, such as .node/).
+    """
     skip = ("_static", "_sources", "_images")
-    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
-                  if not p.relative_to(site).parts[0] in skip)
+    relative = [p.relative_to(site) for p in site.rglob("*.html")]
+    return sorted(str(p) for p in relative
+                  if p.parts[0] not in skip and not any(part.startswith(".") for part in p.parts))
 
 
 def problems(report: dict) -> list[str]:
