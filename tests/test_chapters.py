@@ -87,7 +87,7 @@ def marker_problems(notebook) -> list[str]:
     for index, cell in enumerate(code_cells(notebook)):
         if COMMENT_MARKER.search(source(cell)):
             problems.append(f"code cell {index} has an nbval comment marker; make it a cell tag "
-                            "(`python tools/nbval_tags.py`; the setup cell: `python tools/setup_cell.py`)")
+                            "(tools/nbval_tags.py; the setup cell: tools/setup_cell.py)")
         tags = [t for t in cell["metadata"].get("tags", []) if t.startswith("nbval-")]
         reason = cell["metadata"].get("nbval_reason", "")
         if tags and len(reason.strip()) < 10:
@@ -102,7 +102,8 @@ def output_lines(cell) -> list[str]:
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream":
             text = output["text"]
-        elif output.get("output_type") == "execute_result" and set(output["data"]) == {"text/plain"}:
+        elif (output.get("output_type") == "execute_result"
+              and set(output["data"]) == {"text/plain"}):  # shown only when nothing richer is
             text = output["data"]["text/plain"]
         else:
             continue
