@@ -5,10 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from flax import nnx
 from reference import discretize_dense as reference_dense, relative_error
 
 from annotated_ssm import hippo
-from annotated_ssm.discretize import METHODS, discretize, discretize_dense, discretize_diagonal
+from annotated_ssm.discretize import METHODS, diagonal_formulas, discretize, discretize_dense, discretize_diagonal
+from annotated_ssm.layers import get_layer
 
 
 def random_stable(N, seed=0):
@@ -181,3 +183,19 @@ def test_bad_method_and_shapes():
         discretize(jnp.array([-1.0, jnp.nan]), jnp.ones(2), 0.1)
     with pytest.raises(ValueError, match="B must be finite"):
         discretize(-jnp.eye(2), jnp.array([1.0, jnp.inf]), 0.1)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_diagonal_formulas_are_discretize_diagonal_without_checks(method):
+    A = np.array([-0.5 + 3j, -2.0 + 0j, -1e-8 + 0j])
+    B = np.array([1.0, 0.5 - 1j, 2.0])
+    step = np.array([[0.1], [0.01]])
+    expected = discretize_diagonal(A, B, step, method)
+    for got, want in zip(diagonal_formulas(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_layers_offer_the_methods_of_discretize():
+    for name in ("s4d", "s5"):
+        for method in METHODS:
+            assert get_layer(name)(2, 4, discretization=method, rngs=nnx.Rngs(0)).discretization == method

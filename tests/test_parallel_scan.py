@@ -111,3 +111,10 @@ def test_bad_input():
         parallel_scan(jnp.ones((5, 3)), jnp.ones((4, 3)))
     with pytest.raises(ValueError, match="a must broadcast to the shape of b"):
         parallel_scan(jnp.ones((2, 4, 3)), jnp.ones((4, 3)))
+
+
+def test_parallel_scan_is_jitted_where_it_is_defined():
+    # A jitted function can be lowered; the eager call then runs one compiled program.
+    a, b = stable_elements(jax.random.key(6), (16, 2))
+    assert hasattr(parallel_scan, "lower") and hasattr(parallel_scan, "__wrapped__")
+    parallel_scan.lower(a, b, reverse=True)  # "reverse" is static

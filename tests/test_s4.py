@@ -13,8 +13,9 @@ from reference import direct_causal_conv, discretize_dense, relative_error
 
 from annotated_ssm.hippo import dplr_legs, legs
 from annotated_ssm.kernels import cauchy, naive_kernel, s4_kernel
+from annotated_ssm.discretize import dplr_bilinear
 from annotated_ssm.layers import SSMParam, get_layer
-from annotated_ssm.layers.s4 import S4Layer, dplr_bilinear
+from annotated_ssm.layers.s4 import S4Layer
 
 STEPS = np.array([1e-3, 1e-2, 1e-1])
 
@@ -208,18 +209,15 @@ def float64_layer(layer):
     return layer
 
 
-def test_recurrent_matches_convolution():
-    layer = S4Layer(3, 16, step_min=1e-2, step_max=1e-1, rngs=nnx.Rngs(0))
+def test_layer_float64_matches_dense_reference():
+    """The layer (recurrent(u) = layer(u) is in test_layer_contract.py) against a direct
+    float64 convolution with the naive kernel of the dense bilinear system."""
     u = jax.random.normal(jax.random.key(1), (2, 200, 3))
-    y = layer(u)
-    assert relative_error(nnx.jit(lambda layer, u: layer.recurrent(u))(layer, u), y) < 2e-5
     with jax.enable_x64(True):
         layer64 = float64_layer(S4Layer(3, 16, step_min=1e-2, step_max=1e-1, rngs=nnx.Rngs(0)))
         u64 = jnp.asarray(u, jnp.float64)
         y64 = layer64(u64)
         assert y64.dtype == jnp.float64
-        assert relative_error(nnx.jit(lambda layer, u: layer.recurrent(u))(layer64, u64), y64) < 1e-11
-        # and the convolution against a direct float64 convolution with the naive kernel
         Lambda, P, B, C_tilde, step = layer64.ssm_parameters()
         for h in range(3):
             K = dense_reference_kernel(Lambda[h], P[h], B[h], C_tilde[h], step[h], 200)
@@ -243,12 +241,9 @@ def test_step_unbounded_uses_C_tilde_and_matches_long_convolution():
 # --- the layer ----------------------------------------------------------------------------
 
 
-def test_layer_registry_shapes_and_parameters():
+def test_layer_registry_and_parameters():
     assert get_layer("s4") is S4Layer
     layer = S4Layer(5, 8, rngs=nnx.Rngs(0))
-    u = jnp.ones((7, 5))
-    forward = nnx.jit(lambda layer, u: layer(u))
-    assert forward(layer, u).shape == (7, 5) and forward(layer, u[None]).shape == (1, 7, 5)
     ssm = nnx.state(layer, SSMParam)
     assert set(ssm.keys()) == {"Lambda_re", "Lambda_im", "P", "B", "log_step"}
     Lambda, *_ , step = layer.ssm_parameters()
@@ -272,78 +267,14 @@ def test_bidirectional_matches_direct_convolutions():
         backward = direct_causal_conv(u[::-1, h], K[1, h])[::-1]
         ref = forward + backward + float(layer.D[...][h]) * u[:, h]
         assert relative_error(y[:, h], ref) < 1e-5
-    with pytest.raises(ValueError, match="bidirectional"):
-        layer.recurrent(jnp.asarray(u))
-
-
-def test_layer_jit_grad_vmap():
-    layer = S4Layer(4, 8, rngs=nnx.Rngs(0))
-    u = jax.random.normal(jax.random.key(5), (3, 64, 4))
-    y = layer(u)  # eager
-
-    @nnx.jit
-    def forward(layer, u):
-        return layer(u)
-
-    assert relative_error(forward(layer, u), y) < 1e-6
-    per_sequence = nnx.jit(lambda layer, u: jax.vmap(layer)(u))
-    assert relative_error(per_sequence(layer, u), y) < 1e-6
-
-    def loss(layer, u):
-        return jnp.mean(layer(u) ** 2)
-
-    grads = nnx.jit(nnx.grad(loss))(layer, u)
-    leaves = jax.tree.leaves(nnx.state(grads))
-    names = set(nnx.state(grads).keys())
-    assert names == {"Lambda_re", "Lambda_im", "P", "B", "C_tilde", "log_step", "D"}
-    assert all(np.all(np.isfinite(g)) and np.any(g != 0) for g in leaves)
-
-
-def test_layer_gradients_match_finite_differences_float64():
-    """Gradient of a loss w.r.t. every layer parameter against central differences."""
-    with jax.enable_x64(True):
-        layer = float64_layer(S4Layer(2, 6, step_min=0.02, step_max=0.2, rngs=nnx.Rngs(1)))
-        u = jax.random.normal(jax.random.key(6), (24, 2), jnp.float64)
-        graphdef, params = nnx.split(layer)
-
-        @jax.jit
-        def loss(params):
-            return jnp.sum(jnp.sin(nnx.merge(graphdef, params)(u)))
-
-        grads = jax.grad(loss)(params)
-        rng = np.random.default_rng(7)
-        named_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
-        grad_leaves = jax.tree.leaves(grads)
-        leaves = [leaf for _, leaf in named_leaves]
-        assert len(leaves) == 7  # Λ (re, im), P, B, log Δ, C̃, D
-        eps = 1e-6
-        for i, (path, value) in enumerate(named_leaves):
-            direction = rng.normal(size=np.shape(value))
-
-            def shifted(sign):
-                moved = [leaf + sign * eps * direction if k == i else leaf for k, leaf in enumerate(leaves)]
-                return loss(jax.tree.unflatten(treedef, moved))
-
-            fd = (shifted(+1) - shifted(-1)) / (2 * eps)
-            analytic = float(np.sum(np.asarray(grad_leaves[i]) * direction))
-            name = jax.tree_util.keystr(path)
-            assert np.isfinite(analytic), name
-            assert abs(analytic - fd) < 1e-6 * max(1.0, abs(fd)), (name, analytic, fd)
 
 
 def test_layer_bad_input():
-    with pytest.raises(ValueError, match="state_size"):
+    """S4's own checks; the shared ones are in test_layer_contract.py."""
+    with pytest.raises(ValueError, match="state_size must be even"):
         S4Layer(4, 7, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="chunk_size"):
+        S4Layer(4, 8, chunk_size=0, rngs=nnx.Rngs(0))
     layer = S4Layer(4, 8, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="L"):
         layer.kernel(0)
-    with pytest.raises(ValueError, match="u"):
-        layer(jnp.ones(16))
-    with pytest.raises(ValueError, match="u"):
-        layer(jnp.ones((1, 2, 16, 4)))
-    with pytest.raises(ValueError, match="channels"):
-        layer(jnp.ones((16, 3)))
-    with pytest.raises(ValueError, match="length"):
-        layer(jnp.ones((0, 4)))
-    with pytest.raises(ValueError, match="length"):
-        layer.discrete_system(0)

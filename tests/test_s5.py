@@ -47,6 +47,8 @@ def reference_s5(layer, u, steps=None, method="zoh"):
             dt = delta * step_of(ell)
             if method == "zoh":
                 a, f = np.exp(Lam * dt), (np.exp(Lam * dt) - 1) / Lam
+            elif method == "euler":
+                a, f = 1 + Lam * dt, dt
             else:
                 a, f = (1 + Lam * dt / 2) / (1 - Lam * dt / 2), dt / (1 - Lam * dt / 2)
             x = a * x + f * (B @ u[ell])
@@ -114,7 +116,7 @@ def test_layer_at_init_is_the_real_block_hippo_n_system():
 
 # --- the layer against float64 references ---------------------------------------------
 
-@pytest.mark.parametrize("method", ["zoh", "bilinear"])
+@pytest.mark.parametrize("method", ["zoh", "bilinear", "euler"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_layer_matches_float64_reference(method, bidirectional):
     layer = make(discretization=method, bidirectional=bidirectional)
@@ -236,8 +238,10 @@ def test_bad_input():
     S5Layer(H, 6, blocks=2, conj_sym=False, rngs=nnx.Rngs(0))  # odd blocks are fine without it
     with pytest.raises(ValueError, match="activation"):
         make(activation="relu")
-    with pytest.raises(ValueError, match="discretization"):
-        make(discretization="euler")
+    with pytest.raises(ValueError, match="unknown discretization 'rk4'"):
+        make(discretization="rk4")
+    with pytest.raises(ValueError, match="conj_sym must be True or False"):
+        make(conj_sym="yes")
     layer = make()
     u = inputs()
     with pytest.raises(ValueError, match=r"steps must have shape .*got shape \(39,\)"):
@@ -250,10 +254,10 @@ def test_bad_input():
         layer(u, steps=jnp.full(40, jnp.nan))
     with pytest.raises(ValueError, match="steps must be real, finite and > 0"):
         layer.recurrent(u, steps=-jnp.ones(40))
-    with pytest.raises(ValueError, match="channels"):
-        layer(jnp.ones((40, H + 1)))
-    with pytest.raises(ValueError, match="causal"):
-        make(bidirectional=True).step(layer.init_state(), u[0, 0])
+    with pytest.raises(ValueError, match="steps must be a scalar here"):
+        layer.discrete_system(40, steps=jnp.ones(40))
+    with pytest.raises(ValueError, match="recurrent needs a causal layer"):
+        make(bidirectional=True).recurrent(u, steps=jnp.ones(40))
 
 
 def test_impulse_response_is_the_mimo_convolution():

@@ -54,3 +54,58 @@ def test_check_ndim_check_even_check_choice():
         v.check_even("N", 5, "pairs")
     with pytest.raises(ValueError, match=r"unknown method 'rk4'; choose one of: 'euler', 'zoh'"):
         v.check_choice("method", "rk4", ("euler", "zoh"))
+
+
+@pytest.mark.parametrize("value", ["no", 1, 0, None, "True"])
+def test_check_bool_rejects_non_bools(value):
+    with pytest.raises(ValueError, match=r"flag must be True or False; got"):
+        v.check_bool("flag", value)
+
+
+def test_check_bool_accepts_python_and_numpy_bools():
+    assert v.check_bool("flag", np.bool_(True)) is True and v.check_bool("flag", False) is False
+
+
+@pytest.mark.parametrize("value", [0, -1.0, np.nan, np.inf, "1", True, None])
+def test_check_positive_real_rejects(value):
+    with pytest.raises(ValueError, match=r"eps must be a real number, finite and > 0; got"):
+        v.check_positive_real("eps", value)
+
+
+def test_check_batch_shape():
+    assert v.check_batch_shape("batch_shape", 5) == (5,)
+    assert v.check_batch_shape("batch_shape", np.int64(2)) == (2,)
+    assert v.check_batch_shape("batch_shape", (2, 3)) == (2, 3)
+    assert v.check_batch_shape("batch_shape", ()) == ()
+    for bad in ("ab", (-1,), (2.5,), None, True):
+        with pytest.raises(ValueError, match=r"batch_shape must be an integer or a tuple of integers >= 0"):
+            v.check_batch_shape("batch_shape", bad)
+
+
+def test_computation_dtypes():
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert v.computation_dtypes("u", jnp.zeros(2, jnp.float32)) == (f32, f32)
+    assert v.computation_dtypes("u", jnp.zeros(2, jnp.bfloat16)) == (f32, np.dtype(jnp.bfloat16))
+    assert v.computation_dtypes("u", np.zeros(2, np.float16)) == (f32, np.dtype(np.float16))
+    assert v.computation_dtypes("u", np.zeros(2, np.int64)) == (f32, f32)
+    assert v.computation_dtypes("u", np.zeros(2, bool)) == (f32, f32)
+    with jax.enable_x64(True):
+        assert v.computation_dtypes("u", np.zeros(2, np.float64)) == (f64, f64)
+        assert v.computation_dtypes("u", np.zeros(2, np.int8)) == (f64, f64)  # the default float
+    with pytest.raises(ValueError, match=r"u must be real .*got dtype complex64"):
+        v.computation_dtypes("u", jnp.zeros(2, jnp.complex64))
+    with pytest.raises(ValueError, match=r"u must be real .*got dtype <U1"):
+        v.computation_dtypes("u", np.array(["a"]))
+
+
+def test_check_finite_at_names_the_first_bad_position():
+    x = np.zeros((2, 5, 3))
+    v.check_finite_at("u", x, ("batch", "time", "channel"))
+    x[1, 4, 0] = np.inf
+    x[1, 2, 2] = np.nan
+    with pytest.raises(ValueError, match=r"u must be finite; got nan at \(batch 1, time 2, channel 2\), the first of 2 non-finite entries"):
+        v.check_finite_at("u", x, ("batch", "time", "channel"))
+    with pytest.raises(ValueError, match=r"got inf at \(time 4, channel 0\), the first of 1 non-finite entry\."):
+        v.check_finite_at("u", x[1, 3:], ("batch", "time", "channel"))
+    # Under jit the values are tracers: nothing is checked (no device-to-host copy).
+    assert np.isnan(jax.jit(lambda x: v.check_finite_at("u", x, ("time",)) or x)(jnp.array([np.nan])))[0]
