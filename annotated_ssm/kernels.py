@@ -22,6 +22,7 @@ __all__ = [
     "cauchy",
     "s4_kernel",
     "s4_nodes",
+    "S4_CHUNK_SIZE",
     "DSS_VARIANTS",
     "dss_coefficients",
     "dss_kernel",
@@ -236,6 +237,10 @@ def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
     return j, np.tan(np.pi * j / L)
 
 
+# Frequencies per chunk of S4's kernel by default (measured: benchmarks/README.md).
+S4_CHUNK_SIZE = 64
+
+
 def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, chunk_size=None):
     check_positive_int("L", L)
     if chunk_size is not None:
@@ -286,7 +291,10 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
             the kernel is complex.
         chunk_size: evaluate the frequencies in chunks of this many with ``lax.map`` (and
             recompute them in the backward pass), so that no (M, L) Cauchy matrix is ever
-            stored: memory O(M · chunk_size) instead of O(M · L). None: all at once.
+            stored: memory O(M · chunk_size) instead of O(M · L). None: the default,
+            ``S4_CHUNK_SIZE`` = 64 (on a CPU a chunk stays in cache, so chunks are faster
+            as well as smaller: benchmarks/README.md). A chunk_size >= L//2 + 1 (L with
+            ``conjugate=False``) evaluates all frequencies at once.
 
     Returns:
         (..., L): real (``conjugate``) or complex. The batch shape is that of all inputs
@@ -320,7 +328,8 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
 
     j, tan = s4_nodes(L, half=conjugate)
     tan = jnp.asarray(tan, dtype=real_dtype)
-    if chunk_size is None or chunk_size >= tan.shape[0]:
+    chunk_size = S4_CHUNK_SIZE if chunk_size is None else chunk_size
+    if chunk_size >= tan.shape[0]:
         K_hat = generating_function(tan)
     else:
         n_chunks = -(-tan.shape[0] // chunk_size)
