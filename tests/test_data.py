@@ -1,19 +1,24 @@
 """Datasets: shapes, splits, determinism and errors; downloaders parsed from small files made
-here in the real formats (the network is never touched: fetch's urlopen is replaced)."""
+here in the real formats. The network is never touched: the files are put in the cache, or
+pooch's HTTP downloader is replaced by one that serves bytes from memory (pooch's own cache,
+checksum and temporary-file logic still runs)."""
 
 import gzip
 import hashlib
 import io
 import random
 import socket
+import subprocess
+import sys
 import tarfile
-import urllib.error
 
 import numpy as np
+import pooch
 import pytest
+import requests
 
 from annotated_ssm import data
-from annotated_ssm.data import batches, load_dataset, read_cifar_binary, read_idx
+from annotated_ssm.data import batches, load_dataset, read_cifar_binary, read_idx, validation_split
 
 
 @pytest.fixture
@@ -24,7 +29,7 @@ def no_network(monkeypatch):
         raise AssertionError("a test tried to use the network")
 
     monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(data.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(pooch.HTTPDownloader, "__call__", refuse)
 
 
 def test_mnist1d_generated_locally(no_network):
@@ -207,39 +212,90 @@ def test_sequential_cifar_from_cached_archive(tmp_path, monkeypatch, no_network)
     np.testing.assert_allclose(ds.x_train[0], expected, rtol=1e-5, atol=1e-5)
 
 
-class FakeResponse(io.BytesIO):
-    def __enter__(self):
-        return self
+def serve(monkeypatch, files: dict[str, bytes], calls: list):
+    """Replace pooch's HTTP download by serving ``files`` (url → bytes) from memory."""
 
-    def __exit__(self, *exc):
-        return False
+    def download(self, url, output_file, pooch_instance, check_only=False):
+        calls.append(url)
+        if url not in files:
+            raise requests.exceptions.ConnectionError(f"Failed to resolve '{url}' (offline)")
+        with open(output_file, "wb") as out:
+            out.write(files[url])
+
+    monkeypatch.setattr(pooch.HTTPDownloader, "__call__", download)
 
 
 def test_fetch_downloads_once_and_verifies(tmp_path, monkeypatch):
     calls = []
-
-    def urlopen(url, timeout):
-        calls.append(url)
-        return FakeResponse(b"payload")
-
-    monkeypatch.setattr(data.urllib.request, "urlopen", urlopen)
+    serve(monkeypatch, {"https://example.invalid/x/file.bin": b"payload",
+                        "https://example.invalid/x/other.bin": b"tampered"}, calls)
     path = data.fetch("https://example.invalid/x/file.bin", md5(b"payload"), tmp_path)
     assert path == tmp_path / "file.bin" and path.read_bytes() == b"payload"
     data.fetch("https://example.invalid/x/file.bin", md5(b"payload"), tmp_path)
     assert len(calls) == 1  # the second call used the cache
-    with pytest.raises(OSError, match="checksum mismatch.*expected 0+"):
+    with pytest.raises(OSError, match="checksum mismatch.*expected MD5 0+.*deleted"):
         data.fetch("https://example.invalid/x/other.bin", "0" * 32, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.bin"]  # the bad download is gone
+    # a cached file whose checksum no longer matches is downloaded again
+    path.write_bytes(b"corrupted")
+    assert data.fetch("https://example.invalid/x/file.bin", md5(b"payload"), tmp_path).read_bytes() == b"payload"
+    assert len(calls) == 3
+
+
+def test_fetch_uses_the_cache_folder_from_the_environment(tmp_path, monkeypatch):
+    calls = []
+    serve(monkeypatch, {"https://example.invalid/a.bin": b"abc"}, calls)
+    monkeypatch.setenv("ANNOTATED_SSM_DATA", str(tmp_path / "cache"))
+    assert data.cache_dir() == tmp_path / "cache"
+    assert data.fetch("https://example.invalid/a.bin", md5(b"abc")) == tmp_path / "cache" / "a.bin"
+    monkeypatch.delenv("ANNOTATED_SSM_DATA")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert data.cache_dir() == tmp_path / "xdg" / "annotated_ssm"
 
 
 def test_fetch_offline_says_what_to_do(tmp_path, monkeypatch):
-    def urlopen(url, timeout):
-        raise urllib.error.URLError("no route to host")
-
-    monkeypatch.setattr(data.urllib.request, "urlopen", urlopen)
+    serve(monkeypatch, {}, [])
     with pytest.raises(OSError, match=r"offline\?.*put it at .*file.bin \(MD5 abc\).*mnist1d"):
         data.fetch("https://example.invalid/file.bin", "abc", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_validation_split_is_seeded_disjoint_and_complete():
+    x = np.arange(20)[:, None, None].astype(np.float32)
+    y = np.arange(20)
+    x_train, y_train, x_val, y_val = validation_split(x, y, 0.25, seed=1)
+    assert len(y_val) == 5 and len(y_train) == 15
+    assert sorted(np.concatenate([y_train, y_val])) == list(range(20))
+    assert np.all(np.diff(y_train) > 0)  # the training part keeps the stored order
+    np.testing.assert_array_equal(x_val[:, 0, 0], y_val)
+    np.testing.assert_array_equal(validation_split(x, y, 0.25, seed=1)[3], y_val)
+    assert not np.array_equal(np.sort(validation_split(x, y, 0.25, seed=2)[3]), np.sort(y_val))
+    assert len(validation_split(x, y, 0.0)[3]) == 0
+    with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\); got 1.0"):
+        validation_split(x, y, 1.0)
+
+
+LEAN = """
+import sys
+import annotated_ssm, annotated_ssm.layers, annotated_ssm.model, annotated_ssm.train, annotated_ssm.data
+import annotated_ssm.checkpoint, annotated_ssm.config
+print(sorted(m for m in ("matplotlib", "ipywidgets", "sklearn", "mnist1d") if m in sys.modules))
+"""
+
+
+def test_the_core_package_imports_none_of_the_book_extra():
+    done = subprocess.run([sys.executable, "-c", LEAN], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_book_data_set_without_the_extra_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # import fails as if not installed
+    with pytest.raises(ImportError, match=r'needs .sklearn.*pip install "annotated-ssm\[book\]"'):
+        load_dataset("digits")
+    monkeypatch.setitem(sys.modules, "mnist1d.data", None)
+    with pytest.raises(ImportError, match=r'MNIST-1D data set needs .mnist1d.*annotated-ssm\[book\]'):
+        load_dataset("mnist1d", num_samples=100)
 
 
 def test_mnist1d_generator_options():

@@ -142,3 +142,28 @@ def test_errors_name_the_argument_and_the_allowed_values():
     square = CausalSequenceModel(layer, 1, 1, rngs=nnx.Rngs(0), **SMALL)
     with pytest.raises(ValueError, match="n_steps"):
         square.generate(jnp.zeros((1, 3, 1)), 0)
+
+
+@layer_names
+def test_architecture_rebuilds_the_same_model(layer):
+    from annotated_ssm.config import ModelConfig
+    from annotated_ssm.model import model_from_architecture
+
+    classifier = SequenceClassifier(layer, 3, 5, pooling="last", norm="batch", glu=False, rngs=nnx.Rngs(2), **SMALL)
+    causal = CausalSequenceModel(layer, 2, 4, dropout=0.1, rngs=nnx.Rngs(2), **SMALL)
+    for model in (classifier, causal):
+        rebuilt = model_from_architecture(model.architecture, rngs=nnx.Rngs(2))
+        assert type(rebuilt) is type(model) and rebuilt.architecture == model.architecture
+        same = jax.tree.map(np.array_equal, nnx.state(rebuilt, nnx.Param), nnx.state(model, nnx.Param))
+        assert all(jax.tree.leaves(same))  # same seed, same architecture: the same parameters
+    assert classifier.architecture["pooling"] == "last" and classifier.architecture["n_classes"] == 5
+    assert causal.architecture["d_output"] == 4 and causal.architecture["dropout"] == 0.1
+    # the defaults of the constructors are ModelConfig's (one source)
+    defaults = SequenceClassifier(layer, 1, 2, rngs=nnx.Rngs(0)).architecture
+    config = ModelConfig()
+    assert {k: defaults[k] for k in ("d_model", "n_layers", "state_size", "norm", "glu", "dropout")} == \
+        {k: getattr(config, k) for k in ("d_model", "n_layers", "state_size", "norm", "glu", "dropout")}
+    with pytest.raises(ValueError, match="model class 'RNN'"):
+        model_from_architecture({**causal.architecture, "model": "RNN"}, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="cannot build a CausalSequenceModel"):
+        model_from_architecture({k: v for k, v in causal.architecture.items() if k != "d_output"}, rngs=nnx.Rngs(0))

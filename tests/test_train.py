@@ -1,7 +1,10 @@
-"""Training loop: parameter groups of the optimiser, learning on a tiny problem, budgets,
-determinism, checkpoints, shape checks, the command line, and data parallelism on 4
-simulated CPU devices (in a subprocess: XLA_FLAGS must be set before jax starts)."""
+"""Training loop: parameter groups of the optimiser, learning on a tiny problem, the step
+budget, the validation split and model selection, one test evaluation, divergence,
+resuming, several seeds, determinism, shape checks, and data parallelism on 4 simulated
+CPU devices (in a subprocess: XLA_FLAGS must be set before jax starts). Checkpoints:
+test_checkpoint.py; the command line: test_cli.py."""
 
+import dataclasses
 import importlib
 import json
 import os
@@ -15,11 +18,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from annotated_ssm.data import Dataset, load_dataset
+from annotated_ssm import train
+from annotated_ssm.data import Dataset, load_dataset, validation_split
 from annotated_ssm.layers import LAYERS, SSMParam
 from annotated_ssm.model import CausalSequenceModel, SequenceClassifier
-from annotated_ssm.train import (TrainConfig, build_model, check_model_matches, count_params, evaluate, fit, main,
-                                 make_optimizer, restore_checkpoint, save_checkpoint, ssm_labels)
+from annotated_ssm.train import (DivergedError, ModelConfig, TrainConfig, build_model, check_model_matches,
+                                 count_params, count_steps, evaluate, fit, fit_seeds, load_model, make_optimizer,
+                                 restore_checkpoint, save_checkpoint, ssm_labels)
 
 
 def _first_layer():
@@ -84,29 +89,147 @@ def test_ssm_parameters_get_no_weight_decay_and_their_own_learning_rate():
 
 
 def test_loss_goes_down_and_runs_are_reproducible(tiny_data):
-    config = TrainConfig(epochs=4, batch_size=20, lr=5e-2, progress=False)
+    config = TrainConfig(epochs=4, batch_size=20, lr=5e-2, validation_fraction=0.0, progress=False)
     runs = []
     for _ in range(2):
         model = build_model(LAYER, tiny_data, seed=0, bidirectional=True, **TINY)
         runs.append(fit(model, tiny_data, config))
     history = runs[0]
-    assert history.epoch == [1, 2, 3, 4] and history.steps == [12, 24, 36, 48]
+    assert history.epoch == [1, 2, 3, 4] and history.steps == [12, 24, 36, 48] and history.best_epoch == 4
     print("train loss per epoch:", np.round(history.train_loss, 3))
     assert all(np.diff(history.train_loss) < 0) and history.train_loss[-1] < 0.9 * history.train_loss[0]
-    assert history.test_loss[-1] < history.test_loss[0]
-    assert history.test_accuracy[-1] > 0.2  # chance is 0.1
+    assert np.all(np.isnan(history.val_loss))  # no validation split
+    assert history.test_accuracy > 0.2  # chance is 0.1
     assert runs[1].train_loss == history.train_loss and runs[1].test_accuracy == history.test_accuracy
     final = evaluate(model, tiny_data.x_test, tiny_data.y_test, batch_size=7)  # padding-free answer
-    assert final["accuracy"] == pytest.approx(history.test_accuracy[-1], abs=1e-9)
-    assert final["loss"] == pytest.approx(history.test_loss[-1], rel=1e-5)
+    assert final["accuracy"] == pytest.approx(history.test_accuracy, abs=1e-9)
+    assert final["loss"] == pytest.approx(history.test_loss, rel=1e-5)
 
 
-def test_step_and_time_budgets(tiny_data):
+def test_validation_selects_the_best_epoch_and_the_test_set_is_evaluated_once(tiny_data, monkeypatch):
+    calls = []
+    real_evaluate = train.evaluate
+
+    def counting_evaluate(model, x, y, **kwargs):
+        calls.append("test" if x is tiny_data.x_test else "validation")
+        return real_evaluate(model, x, y, **kwargs)
+
+    monkeypatch.setattr(train, "evaluate", counting_evaluate)
+    config = TrainConfig(epochs=5, batch_size=20, lr=5e-2, validation_fraction=0.25, seed=3, progress=False)
+    assert count_steps(config, tiny_data) == 5 * (180 // 20)  # 60 of the 240 held out
+    model = build_model(LAYER, tiny_data, seed=0, bidirectional=True, **TINY)
+    history = fit(model, tiny_data, config)
+    assert calls == ["validation"] * 5 + ["test"]
+    assert history.steps == [9, 18, 27, 36, 45] and len(history.val_accuracy) == 5
+    best = int(np.argmax(history.val_accuracy))  # the first of equal scores
+    assert history.best_epoch == best + 1
+    # the model holds the best epoch's weights: its validation accuracy is that epoch's
+    _, _, x_val, y_val = validation_split(tiny_data.x_train, tiny_data.y_train, 0.25, seed=3)
+    assert len(x_val) == 60
+    again = real_evaluate(model, x_val, y_val)
+    assert again["accuracy"] == history.val_accuracy[best] and again["loss"] == pytest.approx(history.val_loss[best])
+    test = real_evaluate(model, tiny_data.x_test, tiny_data.y_test)
+    assert test["accuracy"] == history.test_accuracy
+
+
+def test_step_budget_ends_the_schedule_and_the_run(tiny_data):
     model = build_model(LAYER, tiny_data, **TINY)
-    history = fit(model, tiny_data, TrainConfig(epochs=5, batch_size=40, max_steps=8, progress=False))
+    config = TrainConfig(epochs=5, batch_size=40, max_steps=8, validation_fraction=0.0, warmup_fraction=0.0,
+                         progress=False)
+    assert count_steps(config, tiny_data) == 8
+    history = fit(model, tiny_data, config)
     assert history.steps == [6, 8] and history.stopped == "step budget"
-    history = fit(model, tiny_data, TrainConfig(epochs=5, batch_size=40, time_budget=0.0, progress=False))
-    assert history.steps == [1] and history.stopped == "time budget"
+    # the cosine schedule spans exactly the budget: the step after the last would have lr 0
+    optimizer = make_optimizer(model, config, count_steps(config, tiny_data))
+    schedule_end = optax_lr_after(optimizer, model, steps=8)
+    assert schedule_end == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1; got 0"):
+        TrainConfig(max_steps=0)
+    assert not hasattr(TrainConfig(), "time_budget")  # wall-clock budgets are gone: steps only
+
+
+def optax_lr_after(optimizer, model, steps):
+    """The learning rate the default parameter group would use after ``steps`` updates,
+    measured: a zero gradient moves an AdamW parameter only by decay, lr * wd * p."""
+    for _ in range(steps):
+        optimizer.update(model, jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param)))
+    before = flat(nnx.state(model, nnx.Param))
+    optimizer.update(model, jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param)))
+    after = flat(nnx.state(model, nnx.Param))
+    return max(float(np.max(np.abs(after[p] - before[p]))) for p in after)
+
+
+def test_a_nan_loss_stops_training_and_names_the_step(tiny_data):
+    x = tiny_data.x_train.copy()
+    x[17, 5, 0] = np.nan  # one poisoned training sample
+    poisoned = dataclasses.replace(tiny_data, x_train=x)
+    config = TrainConfig(epochs=2, batch_size=20, validation_fraction=0.0, progress=False)
+    position = int(np.argwhere(np.random.default_rng(config.seed).permutation(240) == 17)[0, 0])
+    expected_step = position // 20 + 1  # the first step whose batch holds sample 17
+    model = build_model(LAYER, poisoned, **TINY)
+    with pytest.raises(DivergedError, match=f"at step {expected_step} \\(epoch 1\\)") as error:
+        fit(model, poisoned, config)
+    assert error.value.step == expected_step and error.value.history.epoch == []
+
+
+def test_resuming_from_a_checkpoint_repeats_the_uninterrupted_run(tiny_data, tmp_path):
+    config = TrainConfig(epochs=3, batch_size=40, lr=2e-2, validation_fraction=0.0, progress=False)
+    whole = build_model(LAYER, tiny_data, seed=0, **TINY)
+    fit(whole, tiny_data, config)
+
+    model = build_model(LAYER, tiny_data, seed=0, **TINY)
+    optimizer = make_optimizer(model, config, count_steps(config, tiny_data))
+    fit(model, tiny_data, dataclasses.replace(config, max_steps=8), optimizer=optimizer)  # stops mid-epoch 2
+    save_checkpoint(tmp_path / "half", model, optimizer, config=config)
+
+    resumed = load_model(tmp_path / "half")
+    resumed_optimizer = make_optimizer(resumed, config, count_steps(config, tiny_data))
+    info = restore_checkpoint(tmp_path / "half", resumed, resumed_optimizer)
+    assert info["step"] == 8 and info["train_config"]["epochs"] == 3
+    history = fit(resumed, tiny_data, config, optimizer=resumed_optimizer)
+    assert history.epoch == [2, 3] and history.steps == [12, 18]
+    for path, value in flat(nnx.state(whole, nnx.Param)).items():
+        np.testing.assert_allclose(flat(nnx.state(resumed, nnx.Param))[path], value, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="already at step 18.*budget \\(18 steps\\)"):
+        fit(resumed, tiny_data, config, optimizer=resumed_optimizer)
+
+
+def test_fit_seeds_reports_every_seed_and_mean_and_std(tiny_data):
+    model_config = ModelConfig(layer=LAYER, bidirectional=True, **TINY)
+    config = TrainConfig(epochs=1, batch_size=40, lr=5e-2, progress=False)
+    results = fit_seeds(model_config, tiny_data, config, seeds=(0, 1, 2))
+    accuracy = results.test_accuracy
+    assert results.seeds == [0, 1, 2] and accuracy.shape == (3,) and np.all((0 <= accuracy) & (accuracy <= 1))
+    assert results.n_params == count_params(build_model(model_config, tiny_data))
+    summary = results.summary()
+    assert summary["mean"] == pytest.approx(np.mean(accuracy))
+    assert summary["std"] == pytest.approx(np.std(accuracy, ddof=1))
+    assert summary["per_seed"] == {s: float(a) for s, a in zip((0, 1, 2), accuracy)}
+    assert str(results).startswith(f"{100 * np.mean(accuracy):.1f} ± {100 * np.std(accuracy, ddof=1):.1f} %")
+    single = fit(build_model(model_config, tiny_data, seed=1), tiny_data, dataclasses.replace(config, seed=1))
+    assert single.test_accuracy == accuracy[1]  # seed s of fit_seeds is the run with seed s
+    with pytest.raises(ValueError, match="distinct"):
+        fit_seeds(model_config, tiny_data, config, seeds=(1, 1))
+
+
+def test_configs_reject_bad_values_naming_the_field():
+    for kwargs, message in ((dict(lr=float("nan")), "lr must be a finite number"),
+                            (dict(warmup_fraction=5.0), r"warmup_fraction must be a finite number in \[0.0, 1.0\)"),
+                            (dict(epochs=0), "epochs must be an integer >= 1; got 0"),
+                            (dict(validation_fraction=1.0), "validation_fraction"),
+                            (dict(seed=-1), "seed must be an integer >= 0"),
+                            (dict(batch_size=2.5), "batch_size must be an integer")):
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**kwargs)
+    for kwargs, message in ((dict(layer="lstm"), "layer 'lstm'; choose one of"),
+                            (dict(dropout=1.0), "dropout"),
+                            (dict(step_min=0.5, step_max=0.1), "step_min must be <= step_max"),
+                            (dict(step_min=float("inf")), "step_min must be a finite number"),
+                            (dict(layer_options={"state_size": 3}), "may not set")):
+        with pytest.raises(ValueError, match=message):
+            ModelConfig(**kwargs)
+    with pytest.raises(ValueError, match="bidirectional=True does not apply to a regression"):
+        ModelConfig(bidirectional=True).model_kwargs("regression")
 
 
 def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_path):
@@ -114,10 +237,11 @@ def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_p
     ds = Dataset(ds.name, ds.x_train[:200], ds.y_train[:200], ds.x_test[:50], ds.y_test[:50], ds.task)
     model = build_model(LAYER, ds, seed=0, norm="batch", **TINY)
     assert isinstance(model, CausalSequenceModel)
-    config = TrainConfig(epochs=2, batch_size=50, progress=False)
+    config = TrainConfig(epochs=2, batch_size=45, progress=False)
     optimizer = make_optimizer(model, config, total_steps=8)
     history = fit(model, ds, config, optimizer=optimizer)
-    assert history.test_loss[-1] < history.test_loss[0]
+    assert np.isfinite(history.test_loss) and np.isnan(history.test_accuracy) and len(history.val_loss) == 2
+    assert history.best_epoch == 1 + int(np.argmin(history.val_loss))  # regression: lowest validation loss
     expected = model(ds.x_test)
     save_checkpoint(tmp_path / "ckpt", model, optimizer)
 
@@ -133,7 +257,7 @@ def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_p
         np.testing.assert_array_equal(a, b)
 
     other = build_model(LAYER, ds, d_model=8, n_layers=1, state_size=8)
-    with pytest.raises(ValueError, match="does not fit this model"):
+    with pytest.raises(ValueError, match="does not fit this model .*d_model: checkpoint 16, model 8"):
         restore_checkpoint(tmp_path / "ckpt", other)
 
 
@@ -151,31 +275,8 @@ def test_shape_mismatches_are_caught_before_training(tiny_data):
     with pytest.raises(ValueError, match="batch_size must be <= the number of training samples"):
         fit(model, tiny_data, TrainConfig(batch_size=1000, progress=False))
     assert count_params(model) > 0
-
-
-def test_command_line(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["--help"])
-    assert exit_.value.code == 0
-    help_text = capsys.readouterr().out
-    assert "--layer" in help_text and "--dataset" in help_text and "mnist1d" in help_text
-    with pytest.raises(SystemExit) as exit_:
-        main(["--layer", "lstm"])
-    assert exit_.value.code == 2
-    assert "layer 'lstm'; choose one of: 's4', 'dss', 's4d', 's5'" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_:
-        main(["--dataset", "imagenet"])
-    assert "'mnist1d'" in capsys.readouterr().err
-    assert main(["--layer", LAYER, "--dataset", "digits", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
-                 "--max-steps", "3", "--no-progress"]) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["steps"] == 3 and summary["stopped"] == "step budget" and 0 <= summary["test_accuracy"] <= 1
-    with pytest.raises(SystemExit) as exit_:
-        main(["--layer-option", "oops"])
-    assert exit_.value.code == 2 and "KEY=VALUE; got 'oops'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # options reach the layer, which checks them
-        main(["--layer", LAYER, "--dataset", "digits", "--layer-option", "no_such_option=1"])
-    assert "no_such_option" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="either a ModelConfig or keyword arguments"):
+        build_model(ModelConfig(layer=LAYER), tiny_data, d_model=8)
 
 
 SHARDED = textwrap.dedent("""
