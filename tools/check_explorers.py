@@ -6,7 +6,8 @@ explorer (annotated_ssm.static_explorer) in Chromium, driven by playwright-core 
 moves every control the way a reader would (arrow key on a slider, a new choice in a list)
 and checks that the figure changes: another frame, another image, decoded by the browser.
 It also reports each explorer's size, whether a widget placeholder was rendered instead,
-console errors, and whether the explorer fits a 400 px phone screen.
+console errors raised while the controls move (errors while the page loads are listed but
+belong to the theme: tools/check_site.py), and whether the explorer fits a 400 px phone.
 
     make book && python tools/check_explorers.py           # exit 1 if an explorer fails
     python tools/check_explorers.py --site /tmp/jb/_build/html
@@ -65,7 +66,9 @@ async function frameOf(handle) {
     const explorers = await page.$$(".annotated-ssm-explorer");
     const widgetViews = await page.$$eval("script[type='application/vnd.jupyter.widget-view+json']", (s) => s.length);
     for (const [index, root] of explorers.entries()) {
-      const result = { page: pagePath, index, controls: [], errors, widgetViews, blocked };
+      const loadErrors = errors.length;
+      const result = { page: pagePath, index, controls: [], widgetViews, blocked,
+                       pageErrors: errors.slice(0, loadErrors) };
       result.title = await root.evaluate((r) => r.querySelector("strong").textContent);
       result.bytes = await root.evaluate((r) => r.outerHTML.length + r.nextElementSibling.outerHTML.length);
       result.frames = await root.evaluate((r) => JSON.parse(r.getAttribute("data-explorer")).frames.length);
@@ -97,6 +100,8 @@ async function frameOf(handle) {
       result.phone = await root.evaluate((r) => ({ width: r.getBoundingClientRect().width,
         img: r.querySelector("img").getBoundingClientRect().width, scroll: r.scrollWidth > r.clientWidth + 1 }));
       await page.setViewportSize({ width: 1280, height: 900 });
+      result.errors = errors.slice(loadErrors);  // raised while the controls moved: the explorer's
+      errors.length = loadErrors;
       console.log(JSON.stringify(result));
     }
     if (!explorers.length) console.log(JSON.stringify({ page: pagePath, index: -1, errors }));
@@ -137,7 +142,7 @@ def failures(result: dict) -> list[str]:
     if result["widgetViews"]:
         bad.append(f"{result['widgetViews']} widget views rendered on the page")
     if result["errors"]:
-        bad.append(f"console errors: {result['errors'][:3]}")
+        bad.append(f"console errors while moving the controls: {result['errors'][:3]}")
     if result["blocked"]:
         bad.append(f"requests left localhost: {result['blocked'][:3]}")
     if result["phone"]["scroll"] or result["phone"]["img"] > 400:
@@ -180,6 +185,8 @@ def main(argv=None) -> int:
         print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: {result['bytes'] / 1e6:.2f} MB, "
               f"{result['frames']} frames; moved {moves}; phone {result['phone']['img']:.0f} px: "
               + ("ok" if not bad else "FAIL " + "; ".join(bad)))
+        if result["pageErrors"]:  # the theme's, not the explorer's: tools/check_site.py reports them
+            print(f"    (console errors while the page loaded: {result['pageErrors'][:3]})")
     print(f"{failed} explorer(s) failing" if failed else "every explorer moves, offline")
     return 1 if failed else 0
 
