@@ -36,7 +36,7 @@ def test_explorer_figures_fit_the_page_with_readable_text(name):
         width_px = fig.get_size_inches()[0] * fig.dpi
         assert width_px == pytest.approx(750)  # 7.5 in at 100 dpi: the text column, no downscaling on a desktop
         sizes = [text.get_fontsize() for text in fig.findobj(matplotlib.text.Text) if text.get_text().strip()]
-        assert sizes and min(sizes) >= 9.5, sorted(sizes)[:5]
+        assert sizes and min(sizes) >= 11, sorted(sizes)[:5]
     finally:
         plt.close(fig)
 
