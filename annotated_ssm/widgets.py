@@ -190,19 +190,16 @@ class Explorer:
         return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = {
-            WIDGET_VIEW_MIMETYPE: self._widget_view(),
+        forms = {
+            WIDGET_VIEW_MIMETYPE: self._widget_view,
             # A short, stable text form (nbval compares it; the widget's own repr lists every trait).
-            "text/plain": f"<{self.title}: interactive with a running kernel; precomputed frames on the website>",
+            "text/plain": lambda: f"<{self.title}: interactive with a running kernel; precomputed frames on the website>",
         }
         # Colab only ever shows the live widget: skip the seconds the frames take there.
         if "google.colab" not in sys.modules:
-            bundle["text/html"] = self.static_html()
-        if include:
-            bundle = {key: value for key, value in bundle.items() if key in include}
-        if exclude:
-            bundle = {key: value for key, value in bundle.items() if key not in exclude}
-        return bundle
+            forms["text/html"] = self.static_html
+        return {mime: make() for mime, make in forms.items()
+                if (not include or mime in include) and (not exclude or mime not in exclude)}
 
 
 _STYLE = {"description_width": "initial"}
