@@ -151,10 +151,12 @@ def test_step_budget_ends_the_schedule_and_the_run(tiny_data):
 def optax_lr_after(optimizer, model, steps):
     """The learning rate the default parameter group would use after ``steps`` updates,
     measured: a zero gradient moves an AdamW parameter only by decay, lr * wd * p."""
+    zero_step = nnx.jit(lambda optimizer, model: optimizer.update(
+        model, jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))))
     for _ in range(steps):
-        optimizer.update(model, jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param)))
+        zero_step(optimizer, model)
     before = flat(nnx.state(model, nnx.Param))
-    optimizer.update(model, jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param)))
+    zero_step(optimizer, model)
     after = flat(nnx.state(model, nnx.Param))
     return max(float(np.max(np.abs(after[p] - before[p]))) for p in after)
 
@@ -197,14 +199,14 @@ def test_resuming_from_a_checkpoint_repeats_the_uninterrupted_run(tiny_data, tmp
 def test_fit_seeds_reports_every_seed_and_mean_and_std(tiny_data):
     model_config = ModelConfig(layer=LAYER, bidirectional=True, **TINY)
     config = TrainConfig(epochs=1, batch_size=40, lr=5e-2, progress=False)
-    results = fit_seeds(model_config, tiny_data, config, seeds=(0, 1, 2))
+    results = fit_seeds(model_config, tiny_data, config, seeds=(0, 1))
     accuracy = results.test_accuracy
-    assert results.seeds == [0, 1, 2] and accuracy.shape == (3,) and np.all((0 <= accuracy) & (accuracy <= 1))
+    assert results.seeds == [0, 1] and accuracy.shape == (2,) and np.all((0 <= accuracy) & (accuracy <= 1))
     assert results.n_params == count_params(build_model(model_config, tiny_data))
     summary = results.summary()
     assert summary["mean"] == pytest.approx(np.mean(accuracy))
     assert summary["std"] == pytest.approx(np.std(accuracy, ddof=1))
-    assert summary["per_seed"] == {s: float(a) for s, a in zip((0, 1, 2), accuracy)}
+    assert summary["per_seed"] == {s: float(a) for s, a in zip((0, 1), accuracy)}
     assert str(results).startswith(f"{100 * np.mean(accuracy):.1f} ± {100 * np.std(accuracy, ddof=1):.1f} %")
     single = fit(build_model(model_config, tiny_data, seed=1), tiny_data, dataclasses.replace(config, seed=1))
     assert single.test_accuracy == accuracy[1]  # seed s of fit_seeds is the run with seed s
