@@ -9,9 +9,16 @@ Modules, in the order the book introduces them:
     init         initialisations (log Δ, S4D/DSS eigenvalues, S5 blocks)
     layers       the S4, DSS, S4D and S5 layers (``get_layer(name)``)
     model        residual blocks and stacked models (classification, sequence-to-sequence)
-    train        the optax training loop, checkpoints, data parallelism, and the CLI
-    data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders
+    config       ModelConfig and TrainConfig: every default of a run, validated; the CLI's options
+    train        the optax training loop (validation split, step budget, seeds), data
+                 parallelism, and the CLI
+    checkpoint   checkpoints that record the architecture (load_model) and never delete a user's files
+    data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders (pooch)
     plotting     the chapters' figures;  widgets  their interactive explorers
+
+The core install (``pip install annotated-ssm``) imports none of matplotlib, ipywidgets,
+scikit-learn or mnist1d; ``plotting``, ``widgets`` and the book's data sets need the extra:
+``pip install "annotated-ssm[book]"``.
 """
 
 __version__ = "0.1.0"

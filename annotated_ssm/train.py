@@ -331,8 +331,12 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     done are skipped, so save + restore + ``fit`` repeats an uninterrupted run exactly
     (without dropout, whose random stream is not saved).
 
+    ``keep_best`` chooses among the epochs of this call (a resumed run does not know the
+    validation scores of the epochs before the checkpoint).
+
     Raises :class:`DivergedError` (naming the step) when the loss becomes NaN or infinite;
-    it is checked at the end of every epoch, so the run stops there.
+    it is checked at the end of every epoch (checking every step would wait for the device
+    each step), so the run stops at the end of the epoch where it happened.
     """
     config = TrainConfig() if config is None else config
     config.validate()
@@ -532,8 +536,8 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m annotated_ssm.train",
-        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. Every option below "
-                    "ModelConfig and TrainConfig is a field of that dataclass, with its default.",
+        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. The options in the "
+                    "groups ModelConfig and TrainConfig are the fields of those dataclasses, with their defaults.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
