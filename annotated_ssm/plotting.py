@@ -18,7 +18,6 @@ from . import ssm
 # Numerical experiments that used to live here, re-exported so that existing imports work:
 # new code should import them from annotated_ssm.init.
 from .init import FIGURE3_STEP, FIGURE3_T_MAX, figure3_errors, legs_exact_basis, legs_n_basis
-from .init import legs_eigenvectors as _legs_n_half  # tests/test_s4d.py still uses it; moved to test_init.py
 
 __all__ = ["complex_plane", "EXPLORER_WIDTH", "EXPLORER_STYLE", "explorer_style"]
 

@@ -264,27 +264,3 @@ def test_equals_s4_kernel_without_low_rank_term(name):
     K32 = kernels.s4_kernel(A, np.zeros_like(A), B, (C * (1 - A_bar32.astype(np.complex128) ** L)).astype(np.complex64),
                             STEPS[:, 0], L)
     assert relative_error(K32, K_s4d) < 1e-4
-
-
-@pytest.mark.parametrize("N", [8, 64, 256])
-def test_closed_form_legs_n_eigenvectors(N):
-    """plotting's closed-form eigenvectors of HiPPO-N give the same weights V_nk (V*B)_k as
-    the Hermitian eigensolver (the products do not depend on each eigenvector's phase)."""
-    from annotated_ssm import hippo, plotting
-
-    Lambda, B_tilde, V_rows = plotting._legs_n_half(N, 4)
-    Lambda_ref, _, B_ref, V_ref = hippo.dplr_legs(N)
-    half = N // 2
-    np.testing.assert_allclose(Lambda, Lambda_ref[:half], rtol=1e-10)
-    np.testing.assert_allclose(V_rows * B_tilde, V_ref[:4, :half] * B_ref[:half], atol=1e-11)
-
-
-def test_theorem3_convergence():
-    """S4D paper, Theorem 3: the basis of (A^(N), B/2) approaches the LegS basis as N grows
-    (checked on the discretised kernels, t in [0.05, 1], Δ = 0.002)."""
-    from annotated_ssm import plotting
-
-    errors = plotting.figure3_errors([64, 256, 1024], methods=("bilinear",))
-    early = [errors[N, "bilinear"][0] for N in (64, 256, 1024)]
-    assert early[0] > early[1] > early[2]
-    assert early[2] < 0.05

@@ -70,7 +70,8 @@ class S4Layer(ConvolutionalSSMLayer):
             C̃), for non-causal tasks such as classification.
         step_min, step_max: log Δ ~ U[log step_min, log step_max], one Δ per channel.
         chunk_size: passed to :func:`annotated_ssm.kernels.s4_kernel`: evaluate the kernel's
-            frequencies in chunks to bound memory (None: all at once).
+            frequencies in chunks to bound memory and time (None: the measured default
+            ``kernels.S4_CHUNK_SIZE``; ``chunk_size >= L // 2 + 1``: all at once).
         rngs: nnx.Rngs for C̃, D and Δ.
 
     Parameters (complex ones stored as (..., 2) real arrays: real and imaginary part):
