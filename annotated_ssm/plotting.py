@@ -549,25 +549,32 @@ def sequence_examples(x, y, *, n: int = 10, title: str | None = None):
 
 
 def learning_curves(histories: dict, *, references: dict | None = None, target: float | None = None):
-    """Train loss and test accuracy against epochs, one line per run.
+    """Training loss and per-epoch validation accuracy, one colour per run name.
 
     Args:
-        histories: name -> ``annotated_ssm.train.History``.
+        histories: name -> ``annotated_ssm.train.History`` or a list of them (seeds of one
+            configuration: thin lines of one colour; a dot marks the epoch each run kept).
         references: name -> accuracy, drawn as dotted horizontal lines (e.g. published baselines).
         target: an accuracy bar drawn as a dashed line.
     """
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4), dpi=90)
-    for i, (name, history) in enumerate(histories.items()):
-        ax_loss.plot(history.epoch, history.train_loss, color=f"C{i}", label=name)
-        ax_acc.plot(history.epoch, history.test_accuracy, color=f"C{i}", marker=".", label=name)
-    for j, (name, value) in enumerate((references or {}).items()):
+    for i, (name, runs) in enumerate(histories.items()):
+        runs = runs if isinstance(runs, (list, tuple)) else [runs]
+        for k, history in enumerate(runs):
+            label = name if k == 0 else None
+            ax_loss.plot(history.epoch, history.train_loss, color=f"C{i}", lw=1, label=label)
+            ax_acc.plot(history.epoch, history.val_accuracy, color=f"C{i}", lw=1, label=label)
+            if history.best_epoch is not None:
+                best = history.epoch.index(history.best_epoch)
+                ax_acc.plot(history.best_epoch, history.val_accuracy[best], "o", color=f"C{i}", ms=4)
+    for name, value in (references or {}).items():
         ax_acc.axhline(value, color="0.4", ls=":", lw=1)
         ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=8,
                         color="0.3")
     if target is not None:
         ax_acc.axhline(target, color="k", ls="--", lw=0.8)
     ax_loss.set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
-    ax_acc.set(xlabel="epoch", ylabel="test accuracy", ylim=(0.5, 1.0))
+    ax_acc.set(xlabel="epoch", ylabel="validation accuracy", ylim=(0.5, 1.0))
     ax_loss.legend(frameon=False)
     ax_acc.legend(frameon=False, loc="lower right")
     fig.tight_layout()
