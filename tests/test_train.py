@@ -48,13 +48,22 @@ def tiny_data():
                    "classification", 10)
 
 
+def as_pure(state):
+    """The state with plain arrays in place of Variables (``nnx.as_pure`` on flax >= 0.12.1;
+    the same by hand on the oldest flax that pyproject.toml allows)."""
+    if hasattr(nnx, "as_pure"):
+        return nnx.as_pure(state)
+    is_variable = lambda x: isinstance(x, nnx.Variable)  # noqa: E731
+    return jax.tree.map(lambda v: v.value if is_variable(v) else v, state, is_leaf=is_variable)
+
+
 def flat(state):
-    return {path: np.asarray(v) for path, v in nnx.to_flat_state(nnx.as_pure(state))}
+    return {path: np.asarray(v) for path, v in nnx.to_flat_state(as_pure(state))}
 
 
 def test_ssm_labels_mark_exactly_the_ssm_parameters():
     model = SequenceClassifier(LAYER, 1, 10, rngs=nnx.Rngs(0), **TINY)
-    params = nnx.as_pure(nnx.state(model, nnx.Param))
+    params = as_pure(nnx.state(model, nnx.Param))
     labels = ssm_labels(model)(params)
     flat_labels = {p: v for p, v in nnx.to_flat_state(labels)}
     ssm = {p for p, _ in nnx.to_flat_state(nnx.state(model, SSMParam))}
