@@ -51,8 +51,8 @@ def relative_error(actual, expected) -> float:
     return float(np.max(np.abs(actual - expected)) / scale)
 
 
-def check(label: str, measured: float, bound: float, *, quantity: str = "relative error") -> float:
-    """Assert ``measured <= bound`` and print both on one line; returns ``measured``.
+def check(label: str, measured: float, bound: float, *, quantity: str = "relative error") -> None:
+    """Assert ``measured <= bound`` and print both on one line.
 
     The line reads ``{label}: {quantity} 3.1e-07 <= 1e-05``. A failing check raises
     AssertionError with the same numbers, so a chapter that drifts stops with the reason.
@@ -61,8 +61,9 @@ def check(label: str, measured: float, bound: float, *, quantity: str = "relativ
     measured = float(measured)
     if not np.isfinite(measured) or not measured <= bound:
         raise AssertionError(f"{label}: {quantity} {measured:.2e} exceeds the bound {bound:.0e}")
+    # Returns nothing: a check ending a cell would otherwise store the raw value as the
+    # cell's result, whose last digits change from CPU to CPU.
     print(f"{label}: {quantity} {measured:.1e} <= {bound:.0e}")
-    return measured
 
 
 def use_book_style() -> None:
