@@ -3,10 +3,12 @@
 `make test` runs this twice: in .venv (newest allowed versions) and in .venv-floors (the
 declared floors of jax, flax, optax and ipywidgets 7.7.1, the version Colab ships). It calls
 each explorer the way its chapter does and asks IPython's display formatter for the bundle a
-notebook would receive: a live widget view plus the PNG the website shows.
+notebook would receive: a live widget view plus the static explorer the website shows (HTML
+with precomputed PNG frames and inline controls).
 """
 
 import base64
+import re
 
 import numpy as np
 import pytest
@@ -43,12 +45,14 @@ def test_every_public_explorer_is_exercised():
 
 
 @pytest.mark.parametrize("name", EXPLORERS)
-def test_explorer_displays_as_widget_and_png(name):
+def test_explorer_displays_as_widget_and_static_html(name):
     explorer = EXPLORERS[name]()
     # IPython prints and swallows an exception raised while formatting (Colab's ipywidgets 7
     # once raised AttributeError there): the bundle then lacks the keys checked below.
     data, _ = InteractiveShell.instance().display_formatter.format(explorer)
-    assert {"image/png", "text/plain", WIDGET_VIEW} <= set(data), f"display gave {sorted(data)}"
-    assert base64.b64decode(data["image/png"]).startswith(PNG_MAGIC)
+    assert {"text/html", "text/plain", WIDGET_VIEW} <= set(data), f"display gave {sorted(data)}"
+    frames = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", data["text/html"])
+    assert len(frames) >= 2, "the static explorer needs at least two frames to move between"
+    assert all(base64.b64decode(frame).startswith(PNG_MAGIC) for frame in frames)
     assert data["text/plain"].startswith("<")
     assert data[WIDGET_VIEW]["model_id"] == explorer.widget.model_id
