@@ -53,9 +53,18 @@ function inspect(maxCodeLine) {
 }
 
 async function waitForMath(page) {
-  await page.waitForFunction(() => !window.MathJax ||
-    (window.MathJax.startup && window.MathJax.startup.promise), null, { timeout: 20000 });
-  await page.evaluate(() => window.MathJax && window.MathJax.startup.promise);
+  // A page with math has MathJax's configuration object before the script itself has
+  // loaded (no startup yet): wait for the script whenever the page holds math.
+  const ready = () => {
+    const mj = window.MathJax;
+    if (mj && mj.startup && mj.startup.promise) return true;
+    return !document.querySelector(".math, mjx-container") && !mj;
+  };
+  await page.waitForFunction(ready, null, { timeout: 20000 });
+  await page.evaluate(() => {
+    const mj = window.MathJax;
+    return mj && mj.startup && mj.startup.promise;
+  });
 }
 
 async function openPage(browser, url, width) {
