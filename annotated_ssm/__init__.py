@@ -21,4 +21,4 @@ scikit-learn or mnist1d; ``plotting``, ``widgets`` and the book's data sets need
 ``pip install "annotated-ssm[book]"``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
