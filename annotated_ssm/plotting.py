@@ -17,7 +17,7 @@ import numpy as np
 from . import ssm
 # Numerical experiments that used to live here, re-exported so that existing imports work:
 # new code should import them from annotated_ssm.init.
-from .init import FIGURE3_STEP, FIGURE3_T_MAX, figure3_errors, legs_exact_basis, legs_n_basis
+from .init import FIGURE3_STEP, FIGURE3_T_MAX, legs_exact_basis, legs_n_basis
 
 __all__ = ["complex_plane", "EXPLORER_WIDTH", "EXPLORER_STYLE", "explorer_style"]
 
@@ -339,8 +339,7 @@ def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
 
 # --- Chapter 6: S4D (Figures 3 and 4) ---------------------------------------------------
 
-__all__ += ["figure3", "figure3_panel", "figure3_explorer_figure", "figure4", "s4d_explorer_figure",
-            "legs_n_basis", "legs_exact_basis", "figure3_errors"]  # the last three: see the imports
+__all__ += ["figure3", "figure3_panel", "figure3_explorer_figure", "figure4", "s4d_explorer_figure"]
 
 
 def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):

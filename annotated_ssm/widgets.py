@@ -47,7 +47,6 @@ __all__ = [
     "discretization_explorer",
     "s4d_explorer",
     "figure3_explorer",
-    "s4d_explorer_data",
     "s5_explorer",
 ]
 
@@ -300,9 +299,6 @@ _DISPLAY_NAMES = {"legs": "LegS", "inv": "Inv", "lin": "Lin", "inv2": "Inv2", "q
                   "rand": "Rand"}
 _FIGURE3_SLOTS = 512  # the Figure 3 explorer pads N/2 to this (N <= 1024): one compiled kernel
 
-#: Former name of :func:`annotated_ssm.init.diagonal_kernel` (the S4D explorer's numbers).
-s4d_explorer_data = diagonal_kernel
-
 
 def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_scale: float = 1.0,
                  discretization: str = "zoh", step: float = 0.01) -> Explorer:
@@ -312,7 +308,7 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
 
     def draw(init, N, real_part, imag_scale, discretization, log10_step):
         step = 10.0**log10_step
-        data = s4d_explorer_data(init, N, real_part, imag_scale, discretization, step)
+        data = diagonal_kernel(init, N, real_part, imag_scale, discretization, step)
         note = " (Re, scale fixed)" if init == "real" else ""
         return plotting.s4d_explorer_figure(*data, step=step,
                                             title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
