@@ -14,10 +14,12 @@ Modules, in the order the book introduces them:
                  parallelism, and the CLI
     checkpoint   checkpoints that record the architecture (load_model) and never delete a user's files
     data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders (pooch)
-    plotting     the chapters' figures;  widgets  their interactive explorers
+    plotting     the chapters' figures
+    widgets      the interactive explorers (explorer_figures draws them, static_explorer
+                 writes their frames for the website)
 
 The core install (``pip install annotated-ssm``) imports none of matplotlib, ipywidgets,
-scikit-learn or mnist1d; ``plotting``, ``widgets`` and the book's data sets need the extra:
+scikit-learn or mnist1d; ``plotting``, ``explorer_figures``, ``widgets`` and the book's data sets need the extra:
 ``pip install "annotated-ssm[book]"``.
 """
 

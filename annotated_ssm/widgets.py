@@ -13,7 +13,7 @@ whenever a control moves. Its display bundle carries two forms of it:
 
 This module only wires controls to functions: the numbers come from the modules of their
 concepts (``hippo``, ``init``, ``discretize``, ``kernels``, ``ssm``) and the figures from
-:mod:`annotated_ssm.plotting`.
+:mod:`annotated_ssm.explorer_figures`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from PIL import Image
 
-from . import hippo, plotting, ssm
+from . import explorer_figures, hippo, ssm
 from .discretize import METHODS, discretize
 from .init import (DIAGONAL_INITS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel, legs_exact_basis, legs_n_basis,
                    s5_system, warm_up_diagonal_kernel)
@@ -214,7 +214,7 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
     t = np.linspace(0.0, t_max, 600)
 
     def draw(real, imag, states):
-        return plotting.diagonal_ssm_figure(real + 1j * imag * np.arange(states), t)
+        return explorer_figures.diagonal_ssm_figure(real + 1j * imag * np.arange(states), t)
 
     # Redraw when a slider is released, not at every pixel of a drag (queued redraws would
     # make the sliders lag).
@@ -245,7 +245,7 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
 
     def draw(N, measure, theta):
         m = hippo.memory(u, dt, measure, N, window, theta=theta)
-        return plotting.hippo_explorer_figure(m.lags, m.basis, signal(T - m.lags), m.reconstruction,
+        return explorer_figures.hippo_explorer_figure(m.lags, m.basis, signal(T - m.lags), m.reconstruction,
                                               measure=measure, N=N, theta=theta)
 
     controls = {
@@ -280,7 +280,7 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
         with jax.enable_x64(True):
             A_bar, B_bar = (np.asarray(a) for a in discretize(Lambda, B, step, method))
         K_bar = 2 * naive_kernel(A_bar, B_bar, C, math.ceil(duration / step)).real
-        return plotting.discretization_explorer_figure(A_bar, t, K, K_bar, step=step, method=method)
+        return explorer_figures.discretization_explorer_figure(A_bar, t, K, K_bar, step=step, method=method)
 
     controls = {
         "log10_step": w.FloatSlider(value=-1.0, min=-2.0, max=0.5, step=0.1, description="log10 Δ",
@@ -310,7 +310,7 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
         step = 10.0**log10_step
         data = diagonal_kernel(init, N, real_part, imag_scale, discretization, step)
         note = " (Re, scale fixed)" if init == "real" else ""
-        return plotting.s4d_explorer_figure(*data, step=step,
+        return explorer_figures.s4d_explorer_figure(*data, step=step,
                                             title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
 
     warm_up_diagonal_kernel()  # compile now, not on the first click
@@ -339,7 +339,7 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
 
     def draw(N, discretization):
         basis = legs_n_basis(N, L, FIGURE3_STEP, discretization, slots=_FIGURE3_SLOTS)
-        return plotting.figure3_explorer_figure(t, basis, exact, N=N, discretization=discretization)
+        return explorer_figures.figure3_explorer_figure(t, basis, exact, N=N, discretization=discretization)
 
     controls = {
         "N": w.SelectionSlider(options=[16, 32, 64, 128, 256, 512, 1024], value=N, description="N",
@@ -360,7 +360,7 @@ def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 
     def draw(P, J, log10_step):
         system = s5_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
         responses = {f"out {o} ← in {i}": system.responses[:, o, i] for o, i in pairs}
-        return plotting.s5_system_figure(system.Lambda, system.step, system.Lambda_bar, responses, blocks=J,
+        return explorer_figures.s5_system_figure(system.Lambda, system.step, system.Lambda_bar, responses, blocks=J,
                                          title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
 
     controls = {

@@ -168,7 +168,7 @@ def test_hippo_and_init_import_no_plotting_library():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "static_explorer.py"])
+@pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "explorer_figures.py", "static_explorer.py"])
 def test_imports_at_module_level(module):
     tree = ast.parse((ROOT / "annotated_ssm" / module).read_text())
     inner = [node.lineno for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))

@@ -1,0 +1,95 @@
+"""How long an explorer takes to redraw when a control moves (the live widget, with a kernel).
+
+    python benchmarks/bench_explorers.py            # every explorer, every control, 3 values each
+    python benchmarks/bench_explorers.py --repeats 5 --explorers s4d figure3
+
+For each explorer of the book and each of its controls, the control is set to a few values
+in turn, the way a reader moves it; each change runs the explorer's redraw exactly as the
+widget does (compute, draw the figure, encode the PNG the browser shows). Printed: the mean
+and the slowest wall-clock seconds per change, after one warm-up pass over the same values
+(which compiles what JAX needs and fills the caches a reader's first moves fill).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import jax
+import matplotlib
+import numpy as np
+
+matplotlib.use("agg")
+
+from annotated_ssm import widgets  # noqa: E402  (after choosing the backend)
+
+
+def _signal(t):
+    return np.sin(t) + 0.5 * np.cos(3.1 * t)
+
+
+# The explorers as the chapters build them (chapter 3 passes its own four-state system).
+EXPLORERS = {
+    "eigenvalue": lambda: widgets.eigenvalue_explorer(),
+    "hippo": lambda: widgets.hippo_explorer(_signal),
+    "discretization": lambda: widgets.discretization_explorer(-0.3 + 1j * np.pi * np.arange(4), np.ones(4),
+                                                              np.ones(4)),
+    "s4d": lambda: widgets.s4d_explorer(),
+    "figure3": lambda: widgets.figure3_explorer(),
+    "s5": lambda: widgets.s5_explorer(),
+}
+
+
+def control_values(control, count: int = 3) -> list:
+    """A few values across the control's range, ending back at its current value."""
+    current = control.value
+    if hasattr(control, "options") and control.options:
+        options = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        picks = [o for o in options if o != current][:count]
+    elif isinstance(current, tuple):  # a range slider: shift the range
+        low, high = control.min, control.max
+        width = current[1] - current[0]
+        picks = [(low, low + width), (high - width, high)]
+    else:
+        picks = list(np.linspace(control.min, control.max, count + 2)[1:-1])
+        if isinstance(current, int):
+            picks = [int(round(v / control.step) * control.step) for v in picks]
+    return picks + [current]
+
+
+def time_changes(explorer, name, values) -> list[float]:
+    control = explorer.controls[name]
+    seconds = []
+    for value in values:
+        start = time.perf_counter()
+        control.value = value  # runs the widget's redraw
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--explorers", nargs="+", choices=list(EXPLORERS), default=list(EXPLORERS))
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes over each control's values")
+    args = parser.parse_args()
+    print(f"JAX {jax.__version__}, matplotlib {matplotlib.__version__}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'explorer':15s} {'control':15s} {'changes':>7s} {'mean s':>7s} {'max s':>7s}")
+    worst = 0.0
+    for explorer_name in args.explorers:
+        explorer = EXPLORERS[explorer_name]()
+        for name, control in explorer.controls.items():
+            values = control_values(control)
+            time_changes(explorer, name, values)  # warm-up
+            seconds = [s for _ in range(args.repeats) for s in time_changes(explorer, name, values)]
+            worst = max(worst, max(seconds))
+            print(f"{explorer_name:15s} {name:15s} {len(seconds):7d} {statistics.mean(seconds):7.3f} "
+                  f"{max(seconds):7.3f}")
+    print(f"slowest change: {worst:.3f} s; load average now {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
