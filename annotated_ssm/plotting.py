@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 import matplotlib.pyplot as plt
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 import numpy as np
 
 from .init import FIGURE3_STEP, FIGURE3_T_MAX, legs_exact_basis, legs_n_basis
@@ -28,11 +29,22 @@ PAGE_STYLE = {
 }
 
 
+#: Constrained-layout margins (inches) of the chapters' page-width figures: the notebook
+#: stores a figure cropped to its content plus 0.1 in on each side, so content that keeps
+#: 0.12 in from the edges comes back at most PAGE_WIDTH wide (750 px).
+PAGE_PADS = {"w_pad": 0.12, "h_pad": 0.06}
+
+
 @contextlib.contextmanager
 def page_style():
     """matplotlib settings of figures meant to be read at any width (see ``PAGE_STYLE``)."""
     with plt.rc_context(PAGE_STYLE):
         yield
+
+
+def _page_layout():
+    """The layout engine of a page-width figure (constrained, with ``PAGE_PADS``)."""
+    return ConstrainedLayoutEngine(**PAGE_PADS)
 
 
 def complex_plane(ax, eigenvalues, *, unit_circle: bool = False, label: str | None = None, **scatter_kwargs):
@@ -58,10 +70,49 @@ def complex_plane(ax, eigenvalues, *, unit_circle: bool = False, label: str | No
 
 # --- Chapter 1: continuous-time SSMs ----------------------------------------------------
 
+__all__ += ["forced_response_figure"]
+
+
+def forced_response_figure(t, force, exact, solver, *, rest: float | None = None):
+    """A pushed system at the page's width: the force on top, below the output computed two
+    ways (the exact one thick and pale, the ODE solver's dashed on top of it).
+
+    Args:
+        t: (T,) times.
+        force: (T,) the input u(t).
+        exact: (T,) the output from the matrix exponential.
+        solver: (T,) the output from a numerical ODE solver.
+        rest: if given, the rest position under the force, drawn dotted.
+    """
+    with page_style():
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 4.6), sharex=True,
+                                          height_ratios=[1, 1.6], layout=_page_layout())
+        top.plot(t, force, color="tab:orange")
+        top.set_ylabel("force u(t)")
+        bottom.plot(t, exact, lw=3, color="tab:blue", alpha=0.45, label="matrix exponential")
+        bottom.plot(t, solver, lw=1.2, ls="--", color="black", label="ODE solver (DOP853)")
+        if rest is not None:
+            bottom.axhline(rest, color="0.6", lw=0.8, ls=":")
+        bottom.set_ylabel("position y(t)")
+        bottom.set_xlabel("t")
+        bottom.legend(loc="upper right")
+    return fig
+
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
 
-__all__ += ["basis_functions", "history_reconstruction"]
+__all__ += ["basis_functions", "history_reconstruction", "signal_figure"]
+
+
+def signal_figure(t, u, *, title: str | None = None, xlabel: str = "t"):
+    """One signal ``u`` (T,) against ``t`` (T,), as wide as the page."""
+    with page_style():
+        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 2.6), layout=_page_layout())
+        ax.plot(t, u, lw=1)
+        ax.set_xlabel(xlabel)
+        if title:
+            ax.set_title(title)
+    return fig
 
 
 def basis_functions(ax, t, basis, *, title: str | None = None, max_lines: int = 8):
@@ -100,38 +151,98 @@ def history_reconstruction(ax, s, history, reconstructions: dict, *, title: str 
 
 # --- Chapter 3: discretisation ----------------------------------------------------------
 
+__all__ += ["discretization_error_figure"]
+
+
+def discretization_error_figure(steps, constant: dict, varying: dict, *, varying_title: str):
+    """Relative error of each discretisation rule against the step Δ, log-log, at the
+    page's width: one panel per system under a constant input (top row), and one wide panel
+    for a varying input sampled two ways (bottom), with reference slopes 1 and 2.
+
+    Args:
+        steps: (S,) step sizes Δ.
+        constant: system name -> {rule -> (S,) errors}, one panel each (two fit the row).
+        varying: sampling name -> {rule -> (S,) errors}; the first sampling is drawn with
+            solid lines and dots, the second with dashed lines and squares.
+        varying_title: the bottom panel's title.
+    """
+    steps = np.asarray(steps, dtype=float)
+    rules = list(next(iter(constant.values())))
+    colors = {rule: f"C{i}" for i, rule in enumerate(rules)}
+    with page_style():
+        fig = plt.figure(figsize=(PAGE_WIDTH, 6.6), layout=_page_layout())
+        grid = fig.add_gridspec(2, len(constant))
+        top = [fig.add_subplot(grid[0, k]) for k in range(len(constant))]
+        bottom = fig.add_subplot(grid[1, :])
+        for ax, (name, errors) in zip(top, constant.items()):
+            for rule, values in errors.items():
+                ax.loglog(steps, values, "o-", ms=3, color=colors[rule], label=rule)
+            ax.set_title(f"u = 1: {name}")
+        samplings = []
+        for (sampling, errors), style in zip(varying.items(), ("o-", "s--")):
+            for rule, values in errors.items():
+                bottom.loglog(steps, values, style, ms=3.5, color=colors[rule])
+            samplings.append(plt.Line2D([], [], color="0.35", ls=style[1:], marker=style[0],
+                                        ms=3.5, label=f"input {sampling}"))
+        bottom.set_title(varying_title)
+        for ax in (*top, bottom):
+            slope1, = ax.loglog(steps, 0.5 * steps, "k:", lw=0.9)
+            slope2, = ax.loglog(steps, 0.5 * steps**2, "k--", lw=0.9)
+            ax.set_xlabel("Δ")
+        for ax in top[1:]:
+            ax.sharey(top[0])
+            ax.tick_params(labelleft=False)
+        top[0].set_ylabel("relative error at t = 2")
+        bottom.set_ylabel("relative error at t = 2")
+        handles = [plt.Line2D([], [], color=colors[r], marker="o", ms=3) for r in rules]
+        fig.legend([*handles, slope1, slope2], [*rules, "slope 1", "slope 2"],
+                   loc="outside upper center", ncol=len(rules) + 2, frameon=False)
+        bottom.legend(handles=samplings, loc="lower right", handlelength=2.5)
+    return fig
+
 
 # --- Chapter 4: S4 ----------------------------------------------------------------------
 
 __all__ += ["s4_nodes_figure", "kernel_fit_figure"]
 
 
-def s4_nodes_figure(Lambda, L: int, step: float):
-    """Where S4 evaluates its Cauchy kernel: the roots of unity ω_j (left) and their images
-    g(ω_j) = (2/Δ)(1 - ω_j)/(1 + ω_j) on the imaginary axis, next to the poles Λ (right).
+def s4_nodes_figure(Lambda, L: int, step: float, *, resolvent_poles=None):
+    """Where S4 evaluates its Cauchy kernel, at the page's width: the roots of unity ω_j
+    (left) and their images g(ω_j) = (2/Δ)(1 - ω_j)/(1 + ω_j) on the imaginary axis, next
+    to the poles Λ (right); one legend below both panels.
 
     Args:
         Lambda: (M,) complex, the stored eigenvalues (their conjugates are drawn too).
         L: number of roots of unity.
         step: Δ.
+        resolvent_poles: optional (N,) eigenvalues of the full matrix A (the poles of its
+            resolvent), drawn as green squares; the right panel then reaches to the leftmost.
     """
     j = np.arange(L)
     omega = np.exp(-2j * np.pi * j / L)
     finite = 2 * j != L
     g = 2 / step * 1j * np.tan(np.pi * j[finite] / L)
     Lambda = np.asarray(Lambda)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
-    complex_plane(left, omega, unit_circle=True, color="C0", label=r"$\omega_j$")
-    left.set_title(f"the L = {L} roots of unity")
-    complex_plane(right, g, color="C0", label=r"$g(\omega_j)$ (ω = -1 maps to ∞)")
-    complex_plane(right, np.concatenate([Lambda, Lambda.conj()]), color="C3", marker="x", s=30, label=r"poles $\Lambda_n$ and conjugates")
-    bound = 1.15 * max(np.abs(Lambda.imag).max(), 1.0)
-    right.set_ylim(-bound, bound)
-    right.set_xlim(-3, 1)
-    right.set_title(f"Cauchy nodes and poles (Δ = {step:g}; zoomed)")
-    right.legend(fontsize=8, loc="center left")
-    left.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    with page_style():
+        fig, (left, right) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 4.6), layout=_page_layout(),
+                                          gridspec_kw={"width_ratios": [1, 1.45]})
+        complex_plane(left, omega, unit_circle=True, color="C0")
+        left.set_title(f"L = {L} roots of unity")
+        complex_plane(right, g, color="C0", label=r"$g(\omega_j)$ (ω = -1 maps to ∞)")
+        complex_plane(right, np.concatenate([Lambda, Lambda.conj()]), color="C3", marker="x", s=40,
+                      label=r"poles $\Lambda_n$ and conjugates")
+        leftmost = -3.0
+        if resolvent_poles is not None:
+            poles = np.asarray(resolvent_poles)
+            right.scatter(poles.real, poles.imag, marker="s", s=24, color="C2",
+                          label="eigenvalues of A (poles of the resolvent)")
+            leftmost = min(leftmost, poles.real.min() - 1)
+        bound = 1.15 * max(np.abs(Lambda.imag).max(), 1.0)
+        right.set_ylim(-bound, bound)
+        right.set_xlim(leftmost, 1)
+        right.set_title(f"nodes and poles (Δ = {step:g}; zoomed)")
+        fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=1,
+                   frameon=False)
     return fig
 
 
@@ -145,7 +256,7 @@ def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
     """
     target, initial, learned = (np.atleast_2d(np.asarray(a)) for a in (target, initial, learned))
     H = target.shape[0]
-    fig, axes = plt.subplots(1, H, figsize=(5 * H, 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, H, figsize=(4.5 * H, 3.2), squeeze=False)
     for h, ax in enumerate(axes[0]):
         ax.plot(target[h], color="0.2", lw=3, alpha=0.4, label="target")
         ax.plot(initial[h], color="C0", lw=0.8, ls="--", label="at initialisation (clipped)")
@@ -158,7 +269,7 @@ def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
         if xlim is not None:
             ax.set_xlim(*xlim)
     axes[0, 0].set_ylabel(r"$\bar K_\ell$ (with the skip $D$ at $\ell = 0$)")
-    axes[0, 0].legend(fontsize=8)
+    axes[0, 0].legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -168,26 +279,31 @@ __all__ += ["dss_kernels_figure", "skew_hippo_figure"]
 
 
 def dss_kernels_figure(panels: dict, *, labels=None, ylabel: str = r"$\bar K_\ell$"):
-    """Kernels side by side: ``panels`` maps a title to kernels (C, L), one line per row.
+    """Kernels at the page's width, one panel per entry stacked top to bottom over a shared
+    time axis: ``panels`` maps a title to kernels (C, L), one line per row.
 
     Args:
         panels: title -> (C, L) array (or (L,)).
-        labels: optional C legend labels, shown in the first panel.
+        labels: optional C legend labels, shown once above the panels.
+        ylabel: the y axis label of every panel.
 
     Returns:
-        the Figure (one panel per entry, x axis the time index ℓ).
+        the Figure (x axis the time index ℓ).
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0), squeeze=False)
-    for ax, (title, K) in zip(axes[0], panels.items()):
-        K = np.atleast_2d(np.asarray(K))
-        for i, row in enumerate(K):
-            ax.plot(np.arange(K.shape[-1]), row, lw=1, label=None if labels is None else labels[i])
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel(r"$\ell$")
-    axes[0, 0].set_ylabel(ylabel)
-    if labels is not None:
-        axes[0, 0].legend(fontsize=8)
-    fig.tight_layout()
+    with page_style():
+        fig, axes = plt.subplots(len(panels), 1, figsize=(PAGE_WIDTH, 1.2 + 2.0 * len(panels)),
+                                 sharex=True, squeeze=False, layout=_page_layout())
+        for ax, (title, K) in zip(axes[:, 0], panels.items()):
+            K = np.atleast_2d(np.asarray(K))
+            for i, row in enumerate(K):
+                ax.plot(np.arange(K.shape[-1]), row, lw=1.1,
+                        label=None if labels is None else labels[i])
+            ax.set_title(title)
+            ax.set_ylabel(ylabel)
+        axes[-1, 0].set_xlabel(r"$\ell$")
+        if labels is not None:
+            fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper center",
+                       ncol=len(labels), frameon=False)
     return fig
 
 
@@ -234,30 +350,37 @@ def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):
         ax.plot(t, row, color=colors[n % len(colors)], lw=1.1, label=f"$K_{n}$")
         if exact is not None:
             ax.plot(t, exact[n], color="k", lw=0.8, ls="--", alpha=0.7)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title)
     ax.set_xlabel("t")
     ax.axhline(0, color="0.8", lw=0.6)
     return ax
 
 
 def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
-    """The S4D paper's Figure 3, computed: (a) S4-LegS exact (closed form) with its own SSM
-    kernel on top; (b) S4D-LegS ZOH N = 256; (c) N = 1024; (d) N = 1024 bilinear."""
+    """The S4D paper's Figure 3, computed, at the page's width: (a) S4-LegS exact (closed
+    form) with its own SSM kernel dotted on top; (b) S4D-LegS ZOH N = 256; (c) N = 1024;
+    (d) N = 1024 bilinear. One legend above the four panels."""
     L = int(round(t_max / step)) + 1
     t = step * np.arange(L)
     exact, ssm = legs_exact_basis(L, step)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 6.4), sharex=True, sharey=True)
-    axes = axes.ravel()
-    figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
-    for n, row in enumerate(ssm):
-        axes[0].plot(t, row, color="k", lw=0.8, ls=":", label="SSM kernel / Δ" if n == 0 else None)
-    panels = [(256, "zoh", "(b) S4D-LegS, ZOH, N = 256"), (1024, "zoh", "(c) S4D-LegS, ZOH, N = 1024"),
-              (1024, "bilinear", "(d) S4D-LegS, bilinear, N = 1024")]
-    for ax, (N, method, title) in zip(axes[1:], panels):
-        figure3_panel(ax, t, legs_n_basis(N, L, step, method), title=title)
-    axes[0].legend(fontsize=8, loc="upper right")
-    axes[0].set_ylim(-2.5, 3.5)
-    fig.tight_layout()
+    with page_style():
+        fig, axes = plt.subplots(2, 2, figsize=(PAGE_WIDTH, 6.0), sharex=True, sharey=True,
+                                 layout=_page_layout())
+        axes = axes.ravel()
+        figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
+        for n, row in enumerate(ssm):
+            axes[0].plot(t, row, color="k", lw=0.9, ls=":",
+                         label="(a): SSM kernel / Δ" if n == 0 else None)
+        panels = [(256, "zoh", "(b) S4D-LegS, ZOH, N = 256"),
+                  (1024, "zoh", "(c) S4D-LegS, ZOH, N = 1024"),
+                  (1024, "bilinear", "(d) S4D-LegS, bilinear, N = 1024")]
+        for ax, (N, method, title) in zip(axes[1:], panels):
+            figure3_panel(ax, t, legs_n_basis(N, L, step, method), title=title)
+        for ax in axes[:2]:
+            ax.set_xlabel("")
+        axes[0].set_ylim(-2.5, 3.5)
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncol=5,
+                   frameon=False, columnspacing=1.2, handlelength=1.6)
     return fig
 
 
@@ -284,7 +407,27 @@ def figure4(inits: dict, N: int):
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 
-__all__ += ["scan_timing_figure", "irregular_sampling_figure"]
+__all__ += ["block_eigenvalues_figure", "scan_timing_figure", "irregular_sampling_figure"]
+
+
+def block_eigenvalues_figure(spectra: dict, *, title: str | None = None):
+    """Eigenvalues in the complex plane at the page's width, one panel per entry side by side
+    (``spectra``: panel title -> (M,) complex), each with its own Im scale."""
+    with page_style():
+        fig, axes = plt.subplots(1, len(spectra), figsize=(PAGE_WIDTH, 3.6), squeeze=False,
+                                 layout=_page_layout())
+        for ax, (name, eigenvalues) in zip(axes[0], spectra.items()):
+            eigenvalues = np.asarray(eigenvalues)
+            complex_plane(ax, eigenvalues, c="C0", s=30)
+            ax.set_title(name)
+            # Half a unit of room either side of the eigenvalues and of the axis Re = 0.
+            ax.set_xlim(min(eigenvalues.real.min(), 0) - 0.5, max(eigenvalues.real.max(), 0) + 0.5)
+            ax.xaxis.set_major_locator(plt.MaxNLocator(3))
+        for ax in axes[0, 1:]:
+            ax.set_ylabel("")
+        if title:
+            fig.suptitle(title)
+    return fig
 
 
 def scan_timing_figure(lengths, timings: dict):
@@ -314,16 +457,16 @@ def irregular_sampling_figure(t_fine, target_fine, t_obs, observations, predicti
         t_obs: (L,) observation times; observations: (L,) the observed values.
         predictions: label -> (L,) predictions of the target at the observation times.
     """
-    fig, axes = plt.subplots(2, 1, figsize=(10, 5.2), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
     axes[0].plot(t_obs, observations, "o", ms=3.5, color="C0", label=observed_label)
     axes[0].vlines(t_obs, 0, observations, color="C0", alpha=0.25, lw=0.8)
     axes[0].axhline(0, color="0.7", lw=0.8)
-    axes[0].legend(fontsize=8, loc="upper right")
+    axes[0].legend(fontsize=9, loc="upper right")
     axes[1].plot(t_fine, target_fine, color="black", lw=2, alpha=0.35, label=target_label)
     for (label, values), marker in zip(predictions.items(), "xs^v"):
         axes[1].plot(t_obs, values, marker, ms=4, ls="", label=label)
     axes[1].set_xlabel("time t")
-    axes[1].legend(fontsize=8, loc="upper right")
+    axes[1].legend(fontsize=9, loc="upper right")
     fig.tight_layout()
     return fig
 
@@ -333,18 +476,23 @@ __all__ += ["sequence_examples", "learning_curves", "digit_completions"]
 
 
 def sequence_examples(x, y, *, n: int = 10, title: str | None = None):
-    """One small panel per class: the first example of each label. x: (n, L, 1), y: (n,)."""
+    """One small panel per class, at the page's width in rows of five: the first example of
+    each label. x: (n, L, 1), y: (n,)."""
     x, y = np.asarray(x), np.asarray(y)
     labels = sorted(set(y.tolist()))[:n]
-    fig, axes = plt.subplots(1, len(labels), figsize=(1.3 * len(labels), 1.6), dpi=80, sharey=True)
-    for ax, label in zip(np.atleast_1d(axes), labels):
-        ax.plot(x[np.flatnonzero(y == label)[0], :, 0], color="C0", lw=1.2)
-        ax.set_title(str(label), fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    rows = -(-len(labels) // 5)
+    with page_style():
+        fig, axes = plt.subplots(rows, min(len(labels), 5), figsize=(PAGE_WIDTH, 0.5 + 1.5 * rows),
+                                 sharey=True, squeeze=False, layout=_page_layout())
+        for ax in axes.ravel()[len(labels):]:
+            ax.set_visible(False)
+        for ax, label in zip(axes.ravel(), labels):
+            ax.plot(x[np.flatnonzero(y == label)[0], :, 0], color="C0", lw=1.4)
+            ax.set_title(str(label))
+            ax.set_xticks([])
+            ax.set_yticks([])
+        if title:
+            fig.suptitle(title)
     return fig
 
 
@@ -357,7 +505,7 @@ def learning_curves(histories: dict, *, references: dict | None = None, target: 
         references: name -> accuracy, drawn as dotted horizontal lines (e.g. published baselines).
         target: an accuracy bar drawn as a dashed line.
     """
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4), dpi=90)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
     for i, (name, runs) in enumerate(histories.items()):
         runs = runs if isinstance(runs, (list, tuple)) else [runs]
         for k, history in enumerate(runs):
@@ -369,7 +517,7 @@ def learning_curves(histories: dict, *, references: dict | None = None, target: 
                 ax_acc.plot(history.best_epoch, history.val_accuracy[best], "o", color=f"C{i}", ms=4)
     for name, value in (references or {}).items():
         ax_acc.axhline(value, color="0.4", ls=":", lw=1)
-        ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=8,
+        ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=9,
                         color="0.3")
     if target is not None:
         ax_acc.axhline(target, color="k", ls="--", lw=0.8)
@@ -386,7 +534,7 @@ def digit_completions(truth, completions, *, prompt_rows: int = 4):
     model took over. truth, completions: (n, 64) pixels in [0, 1]."""
     truth, completions = np.asarray(truth), np.asarray(completions)
     n = len(truth)
-    fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.6), dpi=90)
+    fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.6))
     for k in range(n):
         for row, (images, name) in enumerate(((truth, "original"), (completions, "completed"))):
             ax = axes[row, k]
