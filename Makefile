@@ -1,8 +1,9 @@
 # Two commands do everything on a fresh machine with Python 3.11+, node 20 and npm:
 #   make book     build the website into _build/html (MathJax served by the site, no CDN)
 #   make test     the package tests and every chapter under nbval in .venv; every math span
-#                 typeset by MathJax 3; the package tests again in .venv-floors, which holds
-#                 the oldest versions pyproject.toml declares (so the floors are tested ones)
+#                 typeset by MathJax 3; the package tests again, every explorer built and
+#                 displayed with ipywidgets 7.7.1, in .venv-floors, which holds the oldest
+#                 versions pyproject.toml declares (so the floors are tested ones)
 # Both create the virtual environment .venv first (again when requirements.txt changes).
 # Other targets: execute (refresh the chapters' outputs), check-site (open every built page
 # in headless Chromium), node, floors, venv, clean.
@@ -22,12 +23,17 @@ NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)-$(PLAYWRIGHT_VERSIO
 # declares as the oldest supported (tools/floors.py reads them).
 FLOORS       := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
-# A floors run tests what touches the floors' APIs: explorers (ipywidgets 7), setup cell, layers,
-# model and training (flax, optax). The whole package suite there costs ~11 CPU-minutes,
-# too much for CI's 20; `make test-floors FLOORS_TESTS="tests --ignore=tests/test_chapters.py
-# --ignore=tests/test_mathjax.py"` runs all of it.
-FLOORS_TESTS := tests/test_explorer_display.py tests/test_setup_cell.py tests/test_model.py \
-	tests/test_train.py tests/test_s4.py tests/test_dss.py tests/test_s4d.py tests/test_s5.py
+# The floors run the whole package suite (the chapters and the MathJax check need the book's
+# newest tools and run in .venv).
+FLOORS_TESTS := tests --ignore=tests/test_chapters.py --ignore=tests/test_mathjax.py
+
+# Tests run on every core (pytest-xdist), a file or a chapter per worker at a time: nbval runs
+# a chapter's cells in order in one kernel. The tests' time is mostly XLA compiling small
+# programs, so the workers share a persistent compilation cache (every program, however
+# quick to compile), one per environment since the key holds the jax version.
+WORKERS      ?= auto
+PYTEST_XDIST := -n $(WORKERS) --dist loadfile
+JAX_CACHE    := JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 
 .PHONY: book test test-floors execute check-site venv node floors clean
 
@@ -56,7 +62,7 @@ $(FLOORS_STAMP): pyproject.toml tools/floors.py
 	$(PYTHON) -m venv $(FLOORS)
 	echo '*' > $(FLOORS)/.gitignore
 	$(FLOORS)/bin/python -m pip install -q --upgrade pip
-	$(FLOORS)/bin/python -m pip install -q $$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10"
+	$(FLOORS)/bin/python -m pip install -q $$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10" "pytest-xdist>=3.6,<4"
 	$(FLOORS)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
@@ -69,11 +75,14 @@ book: $(STAMP) $(NODE_STAMP)
 	cp -r $(NODE_DIR)/node_modules/mathjax/es5 _build/html/_static/mathjax
 
 test: $(STAMP) $(NODE_STAMP) $(FLOORS_STAMP)
-	$(BIN)/python -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=900 --nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider
+	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-venv $(BIN)/python -m pytest $(PYTEST_XDIST) \
+		tests book --nbval --nbval-current-env --nbval-cell-timeout=900 \
+		--nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider
 	$(MAKE) test-floors
 
 test-floors: $(FLOORS_STAMP)
-	$(FLOORS)/bin/python -m pytest $(FLOORS_TESTS) -x -q -p no:cacheprovider
+	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-floors $(FLOORS)/bin/python -m pytest \
+		$(PYTEST_XDIST) $(FLOORS_TESTS) -q -p no:cacheprovider
 
 # Re-execute every chapter in place, refreshing the outputs stored in the notebooks.
 execute: $(STAMP)
@@ -85,4 +94,4 @@ check-site: $(NODE_STAMP)
 	$(BIN)/python tools/check_site.py
 
 clean:
-	rm -rf _build
+	rm -rf _build .cache
