@@ -1,10 +1,21 @@
-"""The explorers' figures: one function per explorer, drawing what its controls chose.
+"""The explorers' figures: one class per explorer, drawing what its controls chose.
 
-Each returns a matplotlib Figure :data:`~annotated_ssm.plotting.PAGE_WIDTH` inches wide at
-100 dpi (the book's text column) in :func:`~annotated_ssm.plotting.page_style`, so the
-text stays legible when a phone shrinks the figure to its width. The axes are placed with
-fixed margins instead of ``tight_layout``: the sizes and fonts never change, and
-``tight_layout`` would draw every figure twice (a redraw must stay under 0.3 s).
+An explorer redraws its figure whenever a control moves, and a redraw must take well under
+0.3 s on a laptop's CPU. Building a matplotlib figure is most of that time: the figure, its
+axes and a tick object for every tick mark cost more than drawing them. So each class
+builds ONE figure when the explorer is made (axes, labels, styled but empty lines) and its
+``update`` method only sets data, texts and axis limits, then returns that same figure.
+
+``update`` sets everything that depends on its arguments, the axis limits included, from
+its arguments alone (never from matplotlib's autoscaling of what was drawn before): the
+image for given values is the same whatever values came before, so the live widget and
+the website's precomputed frames agree (tests/test_widgets.py checks it byte for byte).
+
+The figures are :data:`~annotated_ssm.plotting.PAGE_WIDTH` inches wide at 100 dpi (the
+book's text column) in :func:`~annotated_ssm.plotting.page_style`, so the text stays
+legible when a phone shrinks the figure to its width. The axes are placed with fixed
+margins instead of ``tight_layout``: the sizes and fonts never change, and ``tight_layout``
+would draw every figure twice.
 
 This module only draws; :mod:`annotated_ssm.widgets` computes the numbers and wires the
 controls.
@@ -12,197 +23,420 @@ controls.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
-from . import ssm
-from .plotting import PAGE_STYLE, PAGE_WIDTH, basis_functions, complex_plane, figure3_panel, history_reconstruction, page_style
+from .plotting import PAGE_WIDTH, complex_plane, page_style
 
-__all__ = ["diagonal_ssm_figure", "hippo_explorer_figure", "discretization_explorer_figure", "s4d_explorer_figure",
-           "figure3_explorer_figure", "s5_system_figure"]
+__all__ = ["DiagonalSSMFigure", "HiPPOFigure", "DiscretizationFigure", "S4DFigure", "Figure3Figure", "S5Figure"]
+
+#: Space added on each side of the data's range, as a fraction of it (matplotlib's default
+#: ``axes.xmargin``/``axes.ymargin``, so the figures look as autoscaled ones did).
+MARGIN = 0.05
+_VIRIDIS = matplotlib.colormaps["viridis"]
+_TAB10 = matplotlib.colormaps["tab10"]
 
 
-def diagonal_ssm_figure(eigenvalues, t, B=None, C=None, *, max_basis: int = 8):
-    """Three panels for a diagonal SSM x' = diag(λ) x + B u, y = C x: where the
+def _page_figure(height: float) -> Figure:
+    """An empty Figure as wide as the page, ``height`` inches tall, with an Agg canvas.
+
+    Made without pyplot: pyplot would keep every explorer's figure open in its registry,
+    and Jupyter's inline backend would show it under the cell that made the explorer."""
+    fig = Figure(figsize=(PAGE_WIDTH, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _span(*arrays, log: bool = False) -> tuple[float, float]:
+    """The range of the finite values of ``arrays`` (positive ones when ``log``), widened
+    by MARGIN of its length on each side (in decades when ``log``); never empty or flat."""
+    values = np.concatenate([np.ravel(np.asarray(a, dtype=float)) for a in arrays])
+    values = values[np.isfinite(values) & ((values > 0) if log else True)]
+    if log:
+        values = np.log10(values)
+    low, high = (values.min(), values.max()) if values.size else (0.0, 1.0)
+    if high - low < 1e-12 * max(1.0, abs(low)):  # one value: a unit-wide range around it
+        low, high = low - 0.5, high + 0.5
+    pad = MARGIN * (high - low)
+    low, high = low - pad, high + pad
+    return (10.0**low, 10.0**high) if log else (float(low), float(high))
+
+
+def _equal_aspect_limits(ax, x, y) -> None:
+    """Set limits around the points (x, y) with one unit as long on both axes.
+
+    The axes' box is fixed, so this is what ``aspect="equal"`` with ``adjustable="datalim"``
+    asks for; computed here from the points alone, matplotlib finds the aspect already right
+    and leaves the limits alone (its own adjustment would depend on earlier data)."""
+    (x0, x1), (y0, y1) = _span(x), _span(y)
+    box = ax.get_position(original=True)
+    width, height = ax.figure.get_size_inches() * (box.width, box.height)
+    want = height / width  # y units per x unit that make circles round
+    if (y1 - y0) < want * (x1 - x0):
+        middle, half = (y0 + y1) / 2, want * (x1 - x0) / 2
+        y0, y1 = middle - half, middle + half
+    else:
+        middle, half = (x0 + x1) / 2, (y1 - y0) / want / 2
+        x0, x1 = middle - half, middle + half
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+
+
+def _scatter(ax):
+    """The scatter (a PathCollection) that :func:`complex_plane` has just added to ``ax``:
+    the only collection it draws."""
+    return ax.collections[-1]
+
+
+class DiagonalSSMFigure:
+    """Chapter 1: a diagonal SSM x' = diag(λ) x + B u, y = C x. Three panels: where the
     eigenvalues λ sit (left half plane shaded: stable), the impulse response Re K(t), and
-    the basis functions Re[e^{tλ_n} B_n] (one curve per state, full width below).
+    (full width below) the basis functions Re[e^{tλ_n} B_n], one curve per state.
 
     Args:
-        eigenvalues: (N,) complex λ_n.
-        t: (T,) times >= 0.
-        B, C: (N,) each; ones if None.
         max_basis: draw at most this many basis functions (the first ones).
-
-    Returns:
-        The Figure.
     """
-    lam = np.asarray(eigenvalues, dtype=complex).ravel()
-    N = lam.size
-    B = np.ones(N) if B is None else np.asarray(B)
-    C = np.ones(N) if C is None else np.asarray(C)
-    A = np.diag(lam)
-    basis = ssm.basis_functions(A, B, t)  # (T, N): the figure shows the package's own numbers
-    kernel = ssm.impulse_response(A, B, C, t)  # (T,)
 
-    with page_style():
-        fig = plt.figure(figsize=(PAGE_WIDTH, 5.6))
-        grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.35])
-        ax_eig, ax_kernel, ax_basis = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
-        # Fixed limits (widened only when needed) so the axes stay put while a widget moves λ.
-        left, right = min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3)
-        top = max(10.5, np.abs(lam.imag).max() + 0.5)
-        ax_eig.axvspan(left, 0, color="tab:green", alpha=0.08, lw=0)
-        ax_eig.axvspan(0, right, color="tab:red", alpha=0.06, lw=0)
-        colors = plt.cm.viridis(np.linspace(0, 0.9, max(N, 2)))
-        complex_plane(ax_eig, lam, c=colors[:N], s=30, zorder=3)
-        ax_eig.set_xlim(left, right)
-        ax_eig.set_ylim(min(-0.8, lam.imag.min() - 0.5), top)
-        ax_eig.set_title("eigenvalues λ (green: stable)")
+    def __init__(self, *, max_basis: int = 8):
+        self.max_basis = max_basis
+        with page_style():
+            self.figure = fig = _page_figure(5.6)
+            grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.35])
+            self.ax_eig, self.ax_kernel, self.ax_basis = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+                                                          fig.add_subplot(grid[1, :]))
+            # The shading reaches past any limit that update sets.
+            self.ax_eig.axvspan(-1e6, 0, color="tab:green", alpha=0.08, lw=0)
+            self.ax_eig.axvspan(0, 1e6, color="tab:red", alpha=0.06, lw=0)
+            complex_plane(self.ax_eig, np.empty(0), s=30, zorder=3)
+            self.eigenvalues = _scatter(self.ax_eig)
+            self.ax_eig.set_title("eigenvalues λ (green: stable)")
 
-        ax_kernel.plot(t, kernel.real, color="black", lw=1.4)
-        ax_kernel.axhline(0, color="0.7", lw=0.8)
-        ax_kernel.set_xlabel("t")
-        ax_kernel.set_title(r"impulse response Re $C e^{tA} B$")
+            self.kernel, = self.ax_kernel.plot([], [], color="black", lw=1.4)
+            self.ax_kernel.axhline(0, color="0.7", lw=0.8)
+            self.ax_kernel.set_xlabel("t")
+            self.ax_kernel.set_title(r"impulse response Re $C e^{tA} B$")
 
-        for n in range(min(N, max_basis)):
-            ax_basis.plot(t, basis[:, n].real, color=colors[n], lw=1.3, label=f"n={n}")
-        ax_basis.set_xlabel("t")
-        ax_basis.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
-        if N <= max_basis:
-            ax_basis.legend(ncol=4, loc="upper right")
-        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.94, hspace=0.5, wspace=0.25)
-    return fig
+            self.basis = [self.ax_basis.plot([], [], lw=1.3, label=f"n={n}")[0] for n in range(max_basis)]
+            self.ax_basis.set_xlabel("t")
+            self.ax_basis.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
+            fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.94, hspace=0.5, wspace=0.25)
+
+    def update(self, eigenvalues, t, kernel, basis) -> Figure:
+        """Show one system.
+
+        Args:
+            eigenvalues: (N,) complex λ_n.
+            t: (T,) times >= 0.
+            kernel: (T,) the impulse response K(t) (its real part is drawn).
+            basis: (T, N) the basis functions e^{tλ_n} B_n (real parts drawn).
+
+        Returns:
+            The figure, updated.
+        """
+        lam = np.asarray(eigenvalues, dtype=complex).ravel()
+        N = lam.size
+        colors = _VIRIDIS(np.linspace(0, 0.9, max(N, 2)))
+        shown = min(N, self.max_basis)
+        with page_style():
+            self.eigenvalues.set_offsets(np.column_stack([lam.real, lam.imag]))
+            self.eigenvalues.set_facecolor(colors[:N])
+            # Limits that only grow past the default box when λ leaves it, so the axes stay
+            # put while a slider moves λ.
+            self.ax_eig.set_xlim(min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3))
+            self.ax_eig.set_ylim(min(-0.8, lam.imag.min() - 0.5), max(10.5, np.abs(lam.imag).max() + 0.5))
+
+            self.kernel.set_data(t, np.real(kernel))
+            self.ax_kernel.set_xlim(_span(t))
+            self.ax_kernel.set_ylim(_span(np.real(kernel), 0.0))  # 0: the axis line is always in view
+
+            curves = np.real(basis[:, :shown])
+            for n, line in enumerate(self.basis):
+                line.set_visible(n < shown)
+                if n < shown:
+                    line.set_data(t, curves[:, n])
+                    line.set_color(colors[n])
+            self.ax_basis.set_xlim(_span(t))
+            self.ax_basis.set_ylim(_span(curves))
+            if N <= self.max_basis:  # its entries change with N: made anew
+                self.ax_basis.legend(handles=self.basis[:shown], ncol=4, loc="upper right")
+            elif self.ax_basis.legend_ is not None:
+                self.ax_basis.legend_.remove()
+        return self.figure
 
 
-def hippo_explorer_figure(lags, basis, history, reconstruction, *, measure: str, N: int, theta: float | None = None):
-    """The HiPPO explorer: the basis e^{sA}B (first 8 of N) above the history of the signal
-    and its reconstruction from the state.
+class HiPPOFigure:
+    """Chapter 2: the basis e^{sA}B of a HiPPO measure (the first 8 of N) above the history
+    of a signal and its reconstruction from the state, against the lag s."""
+
+    max_basis = 8
+
+    def __init__(self):
+        with page_style():
+            self.figure = fig = _page_figure(5.6)
+            self.ax_basis, self.ax_history = fig.subplots(2, 1)
+            self.basis = [self.ax_basis.plot([], [], lw=1.3)[0] for _ in range(self.max_basis)]
+            self.ax_basis.axhline(0, color="0.7", lw=0.8)
+            self.ax_basis.set_xlabel("s")
+
+            self.history, = self.ax_history.plot([], [], color="black", lw=2.2, alpha=0.35, label="true history")
+            self.reconstruction, = self.ax_history.plot([], [], color="C0", lw=1.2)
+            self.theta = self.ax_history.axvline(0, color="0.5", ls=":", lw=1)
+            self.ax_history.set_xlabel("lag s (how far in the past)")
+            self.ax_history.set_ylabel("u(t - s)")
+            fig.subplots_adjust(left=0.09, right=0.98, bottom=0.09, top=0.94, hspace=0.5)
+
+    def update(self, lags, basis, history, reconstruction, *, measure: str, N: int,
+               theta: float | None = None) -> Figure:
+        """Show one measure and state size.
+
+        Args:
+            lags: (S,) lags s >= 0 (0 = now).
+            basis: (N, S) basis functions at the lags.
+            history: (S,) the true u(T - s); reconstruction: (S,) read back from the state.
+            measure, N: named in the title.
+            theta: drawn as the end of LegT's window (when ``measure == "legt"``).
+
+        Returns:
+            The figure, updated.
+        """
+        error = np.sqrt(np.mean((reconstruction - history) ** 2)) / max(np.std(history), 1e-300)
+        shown = min(N, self.max_basis)
+        colors = _VIRIDIS(np.linspace(0, 0.9, shown))
+        with page_style():
+            for n, line in enumerate(self.basis):
+                line.set_visible(n < shown)
+                if n < shown:
+                    line.set_data(lags, basis[n])
+                    line.set_color(colors[n])
+            self.ax_basis.set_title(f"{measure}: basis $e^{{sA}}B$, first {shown} of N = {N}")
+            limit = np.max(np.abs(basis[:shown]))
+            self.ax_basis.set_xlim(_span(lags))
+            self.ax_basis.set_ylim(-1.1 * limit, 1.1 * limit)
+
+            self.history.set_data(lags, history)
+            self.reconstruction.set_data(lags, reconstruction)
+            self.reconstruction.set_label(f"from the state (relative rms error {error:.1e})")
+            self.theta.set_visible(measure == "legt" and theta is not None)
+            if theta is not None:
+                self.theta.set_xdata([theta, theta])
+            low, high = _span(lags)
+            self.ax_history.set_xlim(high, low)  # reversed: time runs left to right
+            self.ax_history.set_ylim(_span(history, reconstruction))
+            self.ax_history.set_title(f"the last {lags[-1]:g} time units, read back from the state")
+            self.ax_history.legend(handles=[self.history, self.reconstruction], loc="upper left")  # new error
+        return self.figure
+
+
+class DiscretizationFigure:
+    """Chapter 3: the eigenvalues of Ā against the unit circle, and the discrete kernel K̄_ℓ
+    against the sampled continuous one Δ·K(ℓΔ)."""
+
+    def __init__(self):
+        with page_style():
+            self.figure = fig = _page_figure(3.6)
+            self.ax_eig, self.ax_kernel = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.6]})
+            complex_plane(self.ax_eig, np.empty(0), unit_circle=True, color="C3")
+            self.eigenvalues = _scatter(self.ax_eig)
+            self.continuous, = self.ax_kernel.plot([], [], color="black", alpha=0.4, lw=2, label="Δ·K(ℓΔ)")
+            self.discrete, = self.ax_kernel.plot([], [], ".-", ms=3, lw=0.8, color="C3", label="K̄_ℓ")
+            self.ax_kernel.set_xlabel("time ℓΔ")
+            self.ax_kernel.legend(loc="upper right")
+            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.91, wspace=0.25)
+
+    def update(self, A_bar, t, K, K_bar, *, step: float, method: str) -> Figure:
+        """Show one step and method.
+
+        Args:
+            A_bar: (N,) discrete eigenvalues (their conjugates are drawn too).
+            t: (T,) fine times; K: (T,) the continuous kernel at t.
+            K_bar: (L,) the discrete kernel, at times ℓΔ.
+            step: Δ; method: named in the title.
+
+        Returns:
+            The figure, updated.
+        """
+        z = np.concatenate([np.asarray(A_bar), np.conj(A_bar)])
+        times = np.arange(len(K_bar)) * step
+        with page_style():
+            self.eigenvalues.set_offsets(np.column_stack([z.real, z.imag]))
+            _equal_aspect_limits(self.ax_eig, [-1, 1, *z.real], [-1, 1, *z.imag])  # the circle and the points
+            self.ax_eig.set_title(f"Ā, max |·| = {np.max(np.abs(A_bar)):.3f}")
+
+            self.continuous.set_data(t, step * K)
+            self.discrete.set_data(times, K_bar)
+            scale = 1.5 * np.max(np.abs(step * K))
+            self.ax_kernel.set_xlim(_span(t, times))
+            self.ax_kernel.set_ylim(-scale, scale)
+            self.ax_kernel.set_title(f"{method}, Δ = {step:.2g}")
+        return self.figure
+
+
+class Figure3Figure:
+    """Chapter 6, the S4D paper's Figure 3 for any N: the S4D-LegS basis over the exact LegS
+    basis (dashed).
 
     Args:
-        lags: (S,) lags s >= 0.
-        basis: (N, S) basis functions at the lags.
-        history: (S,) the true u(T - s); reconstruction: (S,) read back from the state.
-        theta: drawn as the end of LegT's window (when ``measure == "legt"``).
+        t: (T,) times.
+        exact: (4, T) the exact LegS basis functions, the same for every N.
     """
-    error = np.sqrt(np.mean((reconstruction - history) ** 2)) / max(np.std(history), 1e-300)
-    shown = min(N, 8)
-    with page_style():
-        fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 5.6))
-        basis_functions(ax0, lags, basis, title=f"{measure}: basis $e^{{sA}}B$, first {shown} of N = {N}")
-        ax0.set_xlabel("s")
-        limit = np.max(np.abs(basis[:shown]))
-        ax0.set_ylim(-1.1 * limit, 1.1 * limit)
-        history_reconstruction(ax1, lags, history, {f"from the state (relative rms error {error:.1e})": reconstruction},
-                               title=f"the last {lags[-1]:g} time units, read back from the state")
-        if measure == "legt" and theta is not None:
-            ax1.axvline(theta, color="0.5", ls=":", lw=1)
-        ax1.legend(loc="upper left")
-        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.09, top=0.94, hspace=0.5)
-    return fig
+
+    def __init__(self, t, exact):
+        with page_style():
+            self.figure = fig = _page_figure(3.6)
+            self.ax = ax = fig.add_subplot()
+            self.basis = []
+            for n, row in enumerate(exact):
+                self.basis.append(ax.plot(t, np.zeros_like(t), color=f"C{n}", lw=1.1, label=f"$K_{n}$")[0])
+                ax.plot(t, row, color="k", lw=0.8, ls="--", alpha=0.7)
+            ax.axhline(0, color="0.8", lw=0.6)
+            ax.set_xlabel("t")
+            ax.set_xlim(_span(t))
+            ax.set_ylim(-2.5, 3.5)
+            ax.legend(loc="upper right", ncol=4)
+            fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.91)
+
+    def update(self, basis, *, N: int, discretization: str) -> Figure:
+        """Show the basis (4, T) of S4D-LegS with N states, discretised by ``discretization``.
+
+        Returns:
+            The figure, updated.
+        """
+        with page_style():
+            for line, row in zip(self.basis, basis):
+                line.set_ydata(row)
+            self.ax.set_title(f"S4D-LegS, N = {N}, {discretization} (dashed: S4-LegS)")
+        return self.figure
 
 
-def discretization_explorer_figure(A_bar, t, K, K_bar, *, step: float, method: str):
-    """The discretisation explorer: eigenvalues of Ā against the unit circle, and the
-    discrete kernel K̄_ℓ against the sampled continuous one Δ·K(ℓΔ).
+class S4DFigure:
+    """Chapter 6's eigenvalue explorer: the discrete eigenvalues Ā in the unit disc, a few
+    basis functions Re(B̄_n Ā_n^ℓ)/Δ, and (full width below) the kernel K̄_ℓ for a fixed C."""
 
-    Args:
-        A_bar: (N,) discrete eigenvalues (their conjugates are drawn too).
-        t: (T,) fine times; K: (T,) the continuous kernel at t.
-        K_bar: (L,) the discrete kernel, at times ℓΔ.
-    """
-    A_bar = np.asarray(A_bar)
-    with page_style():
-        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), gridspec_kw={"width_ratios": [1, 1.6]})
-        complex_plane(ax0, np.concatenate([A_bar, A_bar.conj()]), unit_circle=True, color="C3")
-        ax0.set_title(f"Ā, max |·| = {np.max(np.abs(A_bar)):.3f}")
-        ax1.plot(t, step * K, color="black", alpha=0.4, lw=2, label="Δ·K(ℓΔ)")
-        ax1.plot(np.arange(len(K_bar)) * step, K_bar, ".-", ms=3, lw=0.8, color="C3", label="K̄_ℓ")
-        scale = 1.5 * np.max(np.abs(step * K))
-        ax1.set_ylim(-scale, scale)
-        ax1.set_xlabel("time ℓΔ")
-        ax1.legend(loc="upper right")
-        ax1.set_title(f"{method}, Δ = {step:.2g}")
-        fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.91, wspace=0.25)
-    return fig
+    def __init__(self):
+        with page_style():
+            self.figure = fig = _page_figure(5.8)
+            grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.5])
+            self.ax_eig, self.ax_basis, self.ax_kernel = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+                                                          fig.add_subplot(grid[1, :]))
+            complex_plane(self.ax_eig, np.empty(0), unit_circle=True, s=10)
+            self.eigenvalues = _scatter(self.ax_eig)
+            self.ax_eig.set_title(r"$\bar A_n$ (colour: n)")
+            self.basis = [self.ax_basis.plot([], [], lw=1)[0] for _ in range(4)]
+            self.ax_basis.set_title(r"4 slowest Re$(\bar B_n \bar A_n^\ell)/\Delta$")
+            self.kernel, = self.ax_kernel.plot([], [], lw=1, color="k")
+            self.ax_kernel.set_title(r"kernel $\bar K_\ell$ for a fixed random C")
+            self.ax_kernel.set_xlabel(r"$\ell$")
+            self.title = fig.suptitle("")
+            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.25)
 
+    def update(self, A, A_bar, basis, kernel, *, step: float, title: str = "") -> Figure:
+        """Show one setting.
 
-def figure3_explorer_figure(t, basis, exact, *, N: int, discretization: str):
-    """One panel of Figure 3 for the explorer: the S4D-LegS basis (rows of ``basis``) over
-    the exact LegS basis (dashed). t: (T,); basis, exact: (4, T)."""
-    with page_style():
-        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.6))
-        figure3_panel(ax, t, basis, exact=exact, title=f"S4D-LegS, N = {N}, {discretization} (dashed: S4-LegS)")
-        ax.title.set_fontsize(PAGE_STYLE["axes.titlesize"])
-        ax.set_ylim(-2.5, 3.5)
-        ax.legend(loc="upper right", ncol=4)
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.15, top=0.91)
-    return fig
+        Args:
+            A, A_bar: (M,) continuous and discrete eigenvalues (A is not drawn: the argument
+                keeps the order of :class:`annotated_ssm.init.DiagonalKernel`).
+            basis: (4, L); kernel: (L,); step: Δ; title: the figure's title.
 
-
-def s4d_explorer_figure(A, A_bar, basis, kernel, *, step: float, title: str = ""):
-    """The S4D explorer: the discrete eigenvalues Ā in the unit disc, a few basis functions
-    Re(B̄_n Ā_n^ℓ)/Δ, and (full width below) the kernel K̄_ℓ for a fixed C.
-
-    Args:
-        A, A_bar: (M,) continuous and discrete eigenvalues (A only sets the colours' count).
-        basis: (4, L); kernel: (L,); step: Δ.
-    """
-    with page_style():
-        fig = plt.figure(figsize=(PAGE_WIDTH, 5.8))
-        grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.5])
-        ax_eig, ax_basis, ax_kernel = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
-        complex_plane(ax_eig, A_bar, unit_circle=True, c=np.arange(len(A_bar)), cmap="viridis", s=10)
-        ax_eig.set_title(r"$\bar A_n$ (colour: n)")
+        Returns:
+            The figure, updated.
+        """
+        A_bar = np.asarray(A_bar)
         ell = np.arange(basis.shape[-1])
-        for row in basis:
-            ax_basis.plot(ell, row, lw=1)
-        ax_basis.set_title(r"4 slowest Re$(\bar B_n \bar A_n^\ell)/\Delta$")
-        ax_basis.set_xlabel(r"$\ell$ (t = $\ell\Delta$, " + f"Δ = {step:.3g})")
-        ax_kernel.plot(ell, kernel, lw=1, color="k")
-        ax_kernel.set_title(r"kernel $\bar K_\ell$ for a fixed random C")
-        ax_kernel.set_xlabel(r"$\ell$")
-        if title:
-            fig.suptitle(title)
-        fig.subplots_adjust(left=0.11, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.25)
-    return fig
+        with page_style():
+            self.eigenvalues.set_offsets(np.column_stack([A_bar.real, A_bar.imag]))
+            self.eigenvalues.set_facecolor(_VIRIDIS(np.linspace(0, 1, len(A_bar))))  # colour: n, first to last
+            _equal_aspect_limits(self.ax_eig, [-1, 1, *A_bar.real], [-1, 1, *A_bar.imag])
+
+            for line, row in zip(self.basis, basis):
+                line.set_data(ell, row)
+            self.ax_basis.set_xlim(_span(ell))
+            self.ax_basis.set_ylim(_span(basis))
+            self.ax_basis.set_xlabel(r"$\ell$ (t = $\ell\Delta$, " + f"Δ = {step:.3g})")
+
+            self.kernel.set_data(ell, kernel)
+            self.ax_kernel.set_xlim(_span(ell))
+            self.ax_kernel.set_ylim(_span(kernel))
+            self.title.set_text(title)
+        return self.figure
 
 
-def s5_system_figure(Lambda, step, Lambda_bar, responses: dict, *, blocks: int = 1, title: str | None = None):
-    """An S5 system at a glance: continuous eigenvalues, each state's timescale, and
-    (full width below) impulse responses.
+class S5Figure:
+    """Chapter 7: an S5 system at a glance: continuous eigenvalues, each state's timescale,
+    and (full width below) impulse responses.
 
     Args:
-        Lambda: (P',) continuous eigenvalues, in block order (P'/blocks per block).
-        step: (P',) the timescale Δ of each state.
-        Lambda_bar: (P',) discrete eigenvalues exp(ΛΔ).
-        responses: "out ← in" label -> (T,) impulse response of that input/output pair.
-        blocks: J, used to colour the eigenvalues by block.
+        labels: one legend label per impulse response drawn ("out ← in").
     """
-    Lambda, step, Lambda_bar = (np.asarray(x) for x in (Lambda, step, Lambda_bar))
-    with page_style():
-        fig = plt.figure(figsize=(PAGE_WIDTH, 6.0))
-        grid = fig.add_gridspec(2, 2)
-        axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
-        block_of = np.repeat(np.arange(blocks), len(Lambda) // blocks)
-        colors = plt.cm.tab10(block_of % 10)
-        complex_plane(axes[0], Lambda, c=colors)
-        axes[0].set_title("Λ (colour: block)")
+
+    def __init__(self, labels):
+        with page_style():
+            self.figure = fig = _page_figure(6.0)
+            grid = fig.add_gridspec(2, 2)
+            self.ax_eig, self.ax_time, self.ax_response = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+                                                           fig.add_subplot(grid[1, :]))
+            complex_plane(self.ax_eig, np.empty(0))
+            self.eigenvalues = _scatter(self.ax_eig)
+            self.ax_eig.set_title("Λ (colour: block)")
+
+            self.timescales = self.ax_time.scatter([], [], s=18)
+            self.ax_time.set_xscale("log")
+            self.ax_time.set_yscale("log")
+            # Minor ticks stay as marks between the decades; their labels (2×10¹, …) would
+            # crowd the axes and take a third of the redraw's time.
+            self.ax_time.xaxis.set_minor_formatter(NullFormatter())
+            self.ax_time.yaxis.set_minor_formatter(NullFormatter())
+            self.ax_time.set_xlabel("memory 1/(-Re(Λ)Δ) (steps)")
+            self.ax_time.set_ylabel("cycles per step")
+            self.ax_time.set_title("Λ̄ = exp(ΛΔ): timescales")
+
+            self.responses = [self.ax_response.plot([], [], lw=1.2, label=label)[0] for label in labels]
+            self.ax_response.axhline(0, color="0.7", lw=0.8)
+            self.ax_response.set_xlabel("time step ℓ")
+            self.ax_response.set_title("impulse responses K̄[out, in]")
+            self.ax_response.legend(loc="upper right")
+            self.title = fig.suptitle("")
+            fig.subplots_adjust(left=0.1, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.4)
+
+    def update(self, Lambda, step, Lambda_bar, responses, *, blocks: int = 1, title: str = "") -> Figure:
+        """Show one system.
+
+        Args:
+            Lambda: (P',) continuous eigenvalues, in block order (P'/blocks per block).
+            step: (P',) the timescale Δ of each state.
+            Lambda_bar: (P',) discrete eigenvalues exp(ΛΔ) (not drawn: the timescales show
+                them; the argument keeps the order of :class:`annotated_ssm.init.S5System`).
+            responses: (R, T) the impulse responses, in the order of the labels.
+            blocks: J, used to colour the eigenvalues by block.
+            title: the figure's title.
+
+        Returns:
+            The figure, updated.
+        """
+        Lambda, step, responses = np.asarray(Lambda), np.asarray(step), np.asarray(responses)
+        if responses.shape[0] != len(self.responses):
+            raise ValueError(f"responses must have one row per label ({len(self.responses)}); "
+                             f"got shape {responses.shape}.")
+        colors = _TAB10(np.repeat(np.arange(blocks), len(Lambda) // blocks) % 10)
         # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times per step.
         memory = 1 / (-Lambda.real * step)
         frequency = np.abs(Lambda.imag) * step / (2 * np.pi)
-        axes[1].scatter(memory, frequency, c=colors, s=18)
-        axes[1].set_xscale("log")
-        axes[1].set_yscale("log")
-        axes[1].set_xlabel("memory 1/(-Re(Λ)Δ) (steps)")
-        axes[1].set_ylabel("cycles per step")
-        axes[1].set_title("Λ̄ = exp(ΛΔ): timescales")
-        for label, response in responses.items():
-            axes[2].plot(np.asarray(response), lw=1.2, label=label)
-        axes[2].axhline(0, color="0.7", lw=0.8)
-        axes[2].set_xlabel("time step ℓ")
-        axes[2].set_title("impulse responses K̄[out, in]")
-        axes[2].legend(loc="upper right")
-        if title:
-            fig.suptitle(title)
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.4)
-    return fig
+        with page_style():
+            self.eigenvalues.set_offsets(np.column_stack([Lambda.real, Lambda.imag]))
+            self.eigenvalues.set_facecolor(colors)
+            self.ax_eig.set_xlim(_span(Lambda.real, 0.0))  # 0: the axes lines through 0 stay in view
+            self.ax_eig.set_ylim(_span(Lambda.imag, 0.0))
+
+            self.timescales.set_offsets(np.column_stack([memory, frequency]))
+            self.timescales.set_facecolor(colors)
+            self.ax_time.set_xlim(_span(memory, log=True))
+            self.ax_time.set_ylim(_span(frequency, log=True))
+
+            for line, response in zip(self.responses, responses):
+                line.set_data(np.arange(len(response)), response)
+            self.ax_response.set_xlim(_span(np.arange(responses.shape[1])))
+            self.ax_response.set_ylim(_span(responses, 0.0))
+            self.title.set_text(title)
+        return self.figure

@@ -54,19 +54,26 @@ WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
 #: Colours kept in the static explorer's frames: line plots on white need few, and a
 #: palette PNG is about three times smaller than a full-colour one.
 STATIC_COLORS = 32
+#: zlib level of the live widget's PNG: level 1 encodes an explorer's figure in about half
+#: the time of the default 6 (~10 ms less per redraw) for a few per cent more bytes, which
+#: only travel from the kernel to the browser.
+LIVE_PNG_COMPRESSION = 1
 
 
-def figure_image(fig: Figure, *, palette: int | None = None) -> bytes:
+def figure_image(fig: Figure, *, palette: int | None = None, compress_level: int = LIVE_PNG_COMPRESSION) -> bytes:
     """The PNG of a figure, without metadata (so the same figure gives the same bytes).
 
     Args:
         fig: a matplotlib Figure, drawn at its own size and dpi (no tight cropping: every
             frame of an explorer keeps the same size).
-        palette: reduce to this many colours (a palette PNG, much smaller), or keep full
-            colour when None.
+        palette: reduce to this many colours (a palette PNG, much smaller, compressed as
+            far as PNG goes: the website stores it), or keep full colour when None.
+        compress_level: zlib level (0-9) of the full-colour PNG.
     """
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
+    # A palette image is decoded again at once: no need to compress the full-colour one.
+    level = 0 if palette is not None else compress_level
+    fig.savefig(buffer, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": level})
     if palette is None:
         return buffer.getvalue()
     image = Image.open(buffer).convert("RGB").quantize(palette, method=Image.Quantize.MEDIANCUT,
@@ -100,8 +107,11 @@ class Explorer:
     """Controls plus a figure ``draw(**values)`` redrawn on every change.
 
     Args:
-        draw: builds and returns a matplotlib Figure from the controls' values (keyword
-            arguments named like the keys of ``controls``).
+        draw: returns a matplotlib Figure showing the controls' values (keyword arguments
+            named like the keys of ``controls``). The explorers of this module return one
+            figure that they update in place (:mod:`annotated_ssm.explorer_figures`), so its
+            image must depend on the values only, not on the values drawn before; a new
+            pyplot figure per call works too (it is closed once rendered).
         controls: name -> ipywidgets control (anything with ``value`` and ``description``).
         title: one line: the plain-text form of the explorer and the static page's heading.
         grid: name -> values of that control for which the static page stores a frame
@@ -132,16 +142,17 @@ class Explorer:
         return {name: control.value for name, control in self.controls.items()}
 
     def figure(self, **overrides) -> Figure:
-        """The figure for the current values, with any of them overridden."""
+        """The figure for the current values, with any of them overridden. It may be the
+        explorer's one figure, which the next call redraws for other values."""
         return self.draw(**{**self.values(), **overrides})
 
     def render(self, *, palette: int | None = None, **overrides) -> bytes:
-        """The PNG of :meth:`figure` (the figure is closed afterwards)."""
+        """The PNG of :meth:`figure` (see :func:`figure_image`)."""
         fig = self.figure(**overrides)
         try:
             return figure_image(fig, palette=palette)
         finally:
-            plt.close(fig)
+            plt.close(fig)  # frees a pyplot figure; a figure pyplot does not know is left as is
 
     def _redraw(self, *_):
         self.image.value = self.render()
@@ -212,9 +223,12 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
     a diagonal A (B = C = 1) and watch the eigenvalue plot, the impulse response and the
     basis functions e^{tλ_n} update."""
     t = np.linspace(0.0, t_max, 600)
+    figure = explorer_figures.DiagonalSSMFigure()
 
     def draw(real, imag, states):
-        return explorer_figures.diagonal_ssm_figure(real + 1j * imag * np.arange(states), t)
+        eigenvalues = real + 1j * imag * np.arange(states)
+        A, B = np.diag(eigenvalues), np.ones(states)
+        return figure.update(eigenvalues, t, ssm.impulse_response(A, B, B, t), ssm.basis_functions(A, B, t))
 
     # Redraw when a slider is released, not at every pixel of a drag (queued redraws would
     # make the sliders lag).
@@ -242,11 +256,11 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
         dt: sampling step (the input is held constant over each step, so ZOH is exact).
     """
     u = signal(np.arange(round(T / dt)) * dt + dt / 2)  # mid-step samples
+    figure = explorer_figures.HiPPOFigure()
 
     def draw(N, measure, theta):
         m = hippo.memory(u, dt, measure, N, window, theta=theta)
-        return explorer_figures.hippo_explorer_figure(m.lags, m.basis, signal(T - m.lags), m.reconstruction,
-                                              measure=measure, N=N, theta=theta)
+        return figure.update(m.lags, m.basis, signal(T - m.lags), m.reconstruction, measure=measure, N=N, theta=theta)
 
     controls = {
         "N": w.IntSlider(value=32, min=2, max=128, step=2, description="N", continuous_update=False),
@@ -274,13 +288,14 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
     Lambda, B, C = (np.asarray(a, dtype=np.complex128) for a in (Lambda, B, C))
     t = np.linspace(0, duration, 600)
     K = 2 * ssm.impulse_response(np.diag(Lambda), B, C, t).real
+    figure = explorer_figures.DiscretizationFigure()
 
     def draw(log10_step, method):
         step = 10.0**log10_step
         with jax.enable_x64(True):
             A_bar, B_bar = (np.asarray(a) for a in discretize(Lambda, B, step, method))
         K_bar = 2 * naive_kernel(A_bar, B_bar, C, math.ceil(duration / step)).real
-        return explorer_figures.discretization_explorer_figure(A_bar, t, K, K_bar, step=step, method=method)
+        return figure.update(A_bar, t, K, K_bar, step=step, method=method)
 
     controls = {
         "log10_step": w.FloatSlider(value=-1.0, min=-2.0, max=0.5, step=0.1, description="log10 Δ",
@@ -305,13 +320,13 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
     """The eigenvalue explorer of chapter 6: initialisation, N, real part, imaginary scale,
     discretisation and Δ -> eigenvalues Ā in the unit disc, basis functions, and the kernel
     for a fixed random C (:func:`annotated_ssm.init.diagonal_kernel`)."""
+    figure = explorer_figures.S4DFigure()
 
     def draw(init, N, real_part, imag_scale, discretization, log10_step):
         step = 10.0**log10_step
         data = diagonal_kernel(init, N, real_part, imag_scale, discretization, step)
         note = " (Re, scale fixed)" if init == "real" else ""
-        return explorer_figures.s4d_explorer_figure(*data, step=step,
-                                            title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
+        return figure.update(*data, step=step, title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
 
     warm_up_diagonal_kernel()  # compile now, not on the first click
     controls = {
@@ -336,10 +351,11 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
     L = int(round(FIGURE3_T_MAX / FIGURE3_STEP)) + 1
     t = FIGURE3_STEP * np.arange(L)
     exact, _ = legs_exact_basis(L)
+    figure = explorer_figures.Figure3Figure(t, exact)
 
     def draw(N, discretization):
         basis = legs_n_basis(N, L, FIGURE3_STEP, discretization, slots=_FIGURE3_SLOTS)
-        return explorer_figures.figure3_explorer_figure(t, basis, exact, N=N, discretization=discretization)
+        return figure.update(basis, N=N, discretization=discretization)
 
     controls = {
         "N": w.SelectionSlider(options=[16, 32, 64, 128, 256, 512, 1024], value=N, description="N",
@@ -356,12 +372,13 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
 def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 2))) -> Explorer:
     """S5's initialisation: choose P, J and the Δ range; see Λ, each state's timescale and a
     few impulse responses K̄[out, in] (:func:`annotated_ssm.init.s5_system`, fixed seed)."""
+    figure = explorer_figures.S5Figure([f"out {o} ← in {i}" for o, i in pairs])
+    outputs, inputs = np.array(pairs).T
 
     def draw(P, J, log10_step):
         system = s5_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
-        responses = {f"out {o} ← in {i}": system.responses[:, o, i] for o, i in pairs}
-        return explorer_figures.s5_system_figure(system.Lambda, system.step, system.Lambda_bar, responses, blocks=J,
-                                         title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
+        return figure.update(system.Lambda, system.step, system.Lambda_bar, system.responses[:, outputs, inputs].T,
+                             blocks=J, title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
 
     controls = {
         "P": w.Dropdown(options=[16, 32, 64], value=32, description="P"),

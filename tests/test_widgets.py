@@ -94,6 +94,29 @@ def test_moving_a_control_redraws(name, control, value, explorers):
     assert explorer.image.value[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("name, moves", [
+    ("eigenvalue", {"states": 8, "real": 0.4, "imag": 10.0}),  # widens the eigenvalue axes, adds curves
+    ("hippo", {"measure": "legt", "N": 128, "theta": 0.05}),  # shows LegT's window line
+    ("discretization", {"method": "euler", "log10_step": 0.5}),  # eigenvalues far outside the circle
+    ("s4d", {"init": "lin", "N": 256, "log10_step": -1.0}),
+    ("figure3", {"N": 1024, "discretization": "bilinear"}),
+    ("s5", {"P": 64, "J": 8, "log10_step": (-2.0, 0.0)}),
+])
+def test_image_depends_on_the_values_only(name, moves):
+    """Each explorer updates one figure in place: after its controls move and come back, the
+    live image is byte for byte the one a new explorer opens on, and the website's frames
+    are those of a new explorer."""
+    fresh, moved = EXPLORERS[name](), EXPLORERS[name]()
+    start = moved.image.value
+    for control, value in moves.items():
+        moved.controls[control].value = value
+    assert moved.image.value != start
+    for control in moves:
+        moved.controls[control].value = moved.initial[control]
+    assert moved.image.value == fresh.image.value
+    assert _shrink_grid(moved).frames() == _shrink_grid(fresh).frames()
+
+
 def test_static_html_is_deterministic():
     """Two explorers built alike give the same bytes (nbval compares the HTML), and the
     frames of different grid points differ."""
