@@ -54,9 +54,10 @@ def _span(*arrays, log: bool = False) -> tuple[float, float]:
     """The range of the finite values of ``arrays`` (positive ones when ``log``), widened
     by MARGIN of its length on each side (in decades when ``log``); never empty or flat."""
     values = np.concatenate([np.ravel(np.asarray(a, dtype=float)) for a in arrays])
-    values = values[np.isfinite(values) & ((values > 0) if log else True)]
-    if log:
-        values = np.log10(values)
+    keep = np.isfinite(values)
+    if log:  # a log axis cannot show 0 or less
+        keep &= values > 0
+    values = np.log10(values[keep]) if log else values[keep]
     low, high = (values.min(), values.max()) if values.size else (0.0, 1.0)
     if high - low < 1e-12 * max(1.0, abs(low)):  # one value: a unit-wide range around it
         low, high = low - 0.5, high + 0.5

@@ -55,3 +55,20 @@ def test_figures_stay_out_of_pyplot():
     before = plt.get_fignums()
     _figures()["s5"]()
     assert plt.get_fignums() == before
+
+
+@pytest.mark.parametrize("points", [np.exp(0.1 * (-0.5 + 1j * np.arange(8))), np.array([0.5 + 12j, 3.0 - 0.2j])])
+def test_unit_circle_stays_round(points):
+    """The discrete eigenvalue panels set equal-aspect limits themselves (from the points
+    alone): one unit is as long on both axes, and matplotlib's own aspect adjustment,
+    which would depend on earlier data, finds nothing to change."""
+    fig = explorer_figures.DiscretizationFigure().update(points, T, np.cos(T), np.cos(T[::5]), step=0.1,
+                                                         method="zoh")
+    ax = fig.axes[0]
+    limits = ax.get_xlim(), ax.get_ylim()
+    fig.canvas.draw()
+    assert (ax.get_xlim(), ax.get_ylim()) == limits
+    box = ax.get_window_extent()
+    assert np.ptp(ax.get_xlim()) / box.width == pytest.approx(np.ptp(ax.get_ylim()) / box.height, rel=1e-3)
+    for z in (*points, 1, -1, 1j, -1j):  # the points and the whole circle are in view
+        assert ax.get_xlim()[0] < z.real < ax.get_xlim()[1] and ax.get_ylim()[0] < np.imag(z) < ax.get_ylim()[1]
