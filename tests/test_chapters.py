@@ -3,13 +3,16 @@
 nbval re-runs each chapter and compares outputs; these tests look at the files as
 committed: the mandatory setup cell, a clean top-to-bottom execution, no stored errors,
 nbval markers as cell tags with a reason in the metadata, lines a reader can see without
-scrolling sideways, and no stored widget state.
+scrolling sideways, no stored widget state, and figures whose text stays legible where the
+website shows them (see ``figure_problems``).
 """
 
+import base64
 import importlib.util
 import json
 import pathlib
 import re
+import struct
 
 import pytest
 
@@ -145,8 +148,65 @@ def macro_problems(notebook) -> list[str]:
     return []
 
 
+# The website shrinks each figure to its text column: about 730 px on a desktop, 368 px on a
+# 400 px phone. Figures wider than the column have their text shrunk with them.
+DESKTOP_COLUMN = 730  # px
+PAGE_WIDTH_PX = 750  # annotated_ssm.plotting.PAGE_WIDTH at 100 dpi
+BOOK_DPI = 90  # annotated_ssm.display.BOOK_STYLE
+MIN_DESKTOP_TEXT = 9  # px
+# A figure drawn in the book's style with matplotlib's default 10 pt text (12.5 px at 90 dpi)
+# keeps it at >= 9 px in the desktop column up to this natural width: 12.5 * 730 / 1000 = 9.1.
+MAX_FIGURE_WIDTH = 1000  # px
+FONT_SIZE = re.compile(r"\b(?:fontsize|title_fontsize|labelsize)\s*=\s*(\d+(?:\.\d+)?)")
+
+
+def png_widths(cell) -> list[int]:
+    """Pixel widths of the image/png outputs stored under a code cell (from the PNG header)."""
+    widths = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {}).get("image/png")
+        if data:
+            png = base64.b64decode("".join(data) if isinstance(data, list) else data)
+            widths.append(struct.unpack(">I", png[16:20])[0])  # IHDR: width, then height
+    return widths
+
+
+def figure_problems(notebook) -> list[str]:
+    """Figure text stays legible at the page's width, and the first figure on a phone.
+
+    - The chapter's first figure (its first image/png output) is at most 750 px wide: drawn at
+      ``PAGE_WIDTH`` in ``page_style`` (text >= 11 pt at 100 dpi, ``tests/test_plotting.py``),
+      it is not shrunk on a desktop and its text keeps >= 7.5 px on a 400 px phone.
+    - Every other figure is at most 1000 px wide: drawn in ``BOOK_STYLE`` (90 dpi) with the
+      default 10 pt text, the 730 px desktop column shows that text at >= 9 px.
+    - Smaller fonts a cell asks for (``fontsize=8`` ...) must stay >= 9 px in that column at
+      the width of the cell's figure: 8 pt (10 px at 90 dpi) only up to 811 px wide. (Fonts
+      set inside ``annotated_ssm.plotting`` are checked by ``tests/test_plotting.py``.)
+    """
+    problems, first = [], True
+    for index, cell in enumerate(code_cells(notebook)):
+        widths = png_widths(cell)
+        if not widths:
+            continue
+        if first and widths[0] > PAGE_WIDTH_PX:
+            problems.append(f"code cell {index}: the chapter's first figure is {widths[0]} px wide, "
+                            f"more than {PAGE_WIDTH_PX} (draw it at plotting.PAGE_WIDTH in page_style)")
+        first = False
+        widest = max(widths)
+        if widest > MAX_FIGURE_WIDTH:
+            problems.append(f"code cell {index}: a figure {widest} px wide (at most {MAX_FIGURE_WIDTH}: "
+                            f"its text would shrink below {MIN_DESKTOP_TEXT} px on a desktop)")
+        shrink = min(1.0, DESKTOP_COLUMN / widest)
+        for points in map(float, FONT_SIZE.findall(source(cell))):
+            shown = points * BOOK_DPI / 72 * shrink
+            if shown < MIN_DESKTOP_TEXT:
+                problems.append(f"code cell {index}: fontsize {points:g} in a figure {widest} px wide "
+                                f"is {shown:.1f} px on a desktop (at least {MIN_DESKTOP_TEXT})")
+    return problems
+
+
 CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems, macro_problems,
-          line_length_problems, widget_state_problems]
+          line_length_problems, widget_state_problems, figure_problems]
 
 
 @pytest.mark.skipif(not CHAPTERS, reason="no chapter in book/ yet")
@@ -236,3 +296,22 @@ def test_macro_check_catches_site_only_macros():
     assert macro_problems(notebook)
     notebook["cells"][-1]["source"] = ["The matrix $\\overline{\\mathbf{A}}$ is stable."]
     assert not macro_problems(notebook)
+
+
+def png_output(width, height=300):
+    """An image/png output whose header says ``width`` x ``height`` (the checks read no more)."""
+    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height)
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(header).decode(), "text/plain": "<Figure>"}}
+
+
+def test_figure_check_catches_wide_figures_and_small_fonts():
+    assert not figure_problems(make_notebook("a", "b", outputs=[[png_output(746)], [png_output(1000)]]))
+    # the first figure wider than the page
+    assert figure_problems(make_notebook("a", "b", outputs=[[png_output(801)], [png_output(700)]]))
+    # a later figure so wide that 10 pt text falls under 9 px
+    assert figure_problems(make_notebook("a", "b", outputs=[[png_output(746)], [png_output(1161)]]))
+    # 8 pt legend text: fine at 700 px, not at 891 px
+    cell = "ax.legend(fontsize=8)"
+    assert not figure_problems(make_notebook("a", cell, outputs=[[png_output(746)], [png_output(700)]]))
+    assert figure_problems(make_notebook("a", cell, outputs=[[png_output(746)], [png_output(891)]]))

@@ -86,14 +86,16 @@ def _book_figures():
     kernels = np.stack([np.sin(T), np.cos(T)])
     lam = -0.5 + 1j * np.arange(1, 5)
     return {
-        "basis_functions": lambda: on_axes(lambda ax: plotting.basis_functions(ax, T, kernels, title="basis"), (9, 2.8)),
+        "basis_functions": lambda: on_axes(lambda ax: plotting.basis_functions(ax, T, kernels, title="basis"),
+                                           (9, 2.8)),
         "history_reconstruction": lambda: on_axes(
             lambda ax: plotting.history_reconstruction(ax, T, np.sin(T), {"N = 8": np.sin(T)}, title="history"),
             (10, 3.4)),
         "kernel_fit": lambda: plotting.kernel_fit_figure(kernels, kernels, kernels, titles=["bump", "Hann"]),
         "skew_hippo": lambda: plotting.skew_hippo_figure(lam, -np.arange(1.0, 9.0), T),
         "figure4": lambda: plotting.figure4({"S4D-LegS": lam, "S4D-Lin": lam * 2}, 8),
-        "scan_timing": lambda: plotting.scan_timing_figure([64, 128], {"sequential": [1e-3, 2e-3], "parallel": [1e-3, 1e-3]}),
+        "scan_timing": lambda: plotting.scan_timing_figure([64, 128], {"sequential": [1e-3, 2e-3],
+                                                                       "parallel": [1e-3, 1e-3]}),
         "irregular_sampling": lambda: plotting.irregular_sampling_figure(
             T, np.cos(T), T[::3], np.sin(T[::3]), {"S5 given the times": np.cos(T[::3])}),
         "learning_curves": lambda: plotting.learning_curves({"S4D": [history, history]}, references={"GRU": 0.91},
