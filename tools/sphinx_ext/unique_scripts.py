@@ -1,16 +1,17 @@
 """Sphinx extension: write each page's scripts once.
 
-sphinx-thebe (which Jupyter Book 1 always loads) puts its inline configuration,
-``const THEBE_JS_URL = …``, twice into every page of this book; the second ``const`` of
-the same name is a SyntaxError that every page logged in the browser's console. This drops
-repeated scripts (same file, or same inline body) from every page, keeping the first.
+sphinx-thebe and sphinx-togglebutton (which Jupyter Book 1 always loads) put their inline
+configuration twice into every page of this book; the second ``const THEBE_JS_URL = …`` is
+a SyntaxError that every page logged in the browser's console. This drops repeated scripts
+(same file, or same inline body) from every page, keeping the first.
 """
 
 from __future__ import annotations
 
 
 def _key(script) -> tuple:
-    return (script.filename, tuple(sorted((k, str(v)) for k, v in script.attributes.items())))
+    # An inline script is registered with filename None once and with "" the second time.
+    return (script.filename or "", tuple(sorted((k, str(v)) for k, v in script.attributes.items())))
 
 
 def _unique_scripts(app, pagename, templatename, context, doctree):
@@ -27,6 +28,6 @@ def _unique_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
-    # After every other handler (sphinx-thebe adds its scripts at priority 500).
+    # After the other extensions' handlers, which may still add scripts to a page.
     app.connect("html-page-context", _unique_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
