@@ -236,12 +236,13 @@ def block_hippo_n(state_size: int, blocks: int = 1, *, conj_sym: bool = True):
     P = check_positive_int("state_size", state_size)
     J = check_positive_int("blocks", blocks)
     if P % J:
-        raise ValueError(f"blocks must divide state_size; got state_size={P}, blocks={J} (P / J = {P / J:g}).")
+        raise ValueError(f"blocks must divide state_size; got state_size={P}, blocks={J} "
+                         f"(P / J = {P / J:g}).")
     R = P // J
     if conj_sym and R % 2:
         raise ValueError(
-            f"state_size / blocks must be even with conj_sym=True (one state of each conjugate pair is "
-            f"kept); got block size {R} from state_size={P}, blocks={J}."
+            f"state_size / blocks must be even with conj_sym=True (one state of each conjugate "
+            f"pair is kept); got block size {R} from state_size={P}, blocks={J}."
         )
     Lambda_block, _, _, V_block = dplr_legs(R)
     keep = R // 2 if conj_sym else R
@@ -260,8 +261,8 @@ class S5Init(NamedTuple):
     C_tilde: jax.Array
 
 
-def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *, conj_sym: bool = True,
-            bidirectional: bool = False) -> S5Init:
+def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
+            conj_sym: bool = True, bidirectional: bool = False) -> S5Init:
     """S5's initialisation: Λ, V from :func:`block_hippo_n`; ``B̃ = V⁻¹B``, ``C̃ = CV``.
 
     B (P×H) and C (H×P) are sampled real, with variance 1/H and 1/P (LeCun normal): a real

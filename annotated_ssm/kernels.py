@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_choice, check_finite, check_ndim, check_positive_finite, check_positive_int, is_concrete
+from ._validation import check_choice, check_finite, check_ndim, check_positive_finite, check_positive_int
 from .discretize import METHODS, diagonal_formulas
 
 __all__ = [
@@ -132,10 +132,12 @@ def causal_conv(u, K):
         (..., L) real, the broadcast shape of u and K.
     """
     if np.ndim(u) < 1 or np.ndim(K) < 1:
-        raise ValueError(f"u and K must have a time axis (..., L); got u {np.shape(u)} and K {np.shape(K)}.")
+        raise ValueError(f"u and K must have a time axis (..., L); got u {np.shape(u)} and K "
+                         f"{np.shape(K)}.")
     if np.shape(u)[-1] != np.shape(K)[-1]:
         raise ValueError(
-            f"u and K must have the same length on their last axis; got u {np.shape(u)} and K {np.shape(K)}."
+            f"u and K must have the same length on their last axis; got u {np.shape(u)} and K "
+            f"{np.shape(K)}."
         )
     # No value checks here: this is the inner loop of every layer, and looking at the
     # values of a concrete array would copy it from the accelerator to the host.
@@ -262,7 +264,8 @@ def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, 
 
 
 @_checked_by(_check_s4_kernel)
-def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True, chunk_size: int | None = None):
+def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
+              chunk_size: int | None = None):
     """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4.
 
     ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L`` where ``C̃ = C (I - Ā^L)`` is the parameter S4 learns.
@@ -335,7 +338,8 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
         n_chunks = -(-tan.shape[0] // chunk_size)
         padded = jnp.pad(tan, (0, n_chunks * chunk_size - tan.shape[0]))
         # checkpoint: the backward pass recomputes each chunk instead of storing it.
-        chunks = jax.lax.map(jax.checkpoint(generating_function), padded.reshape(n_chunks, chunk_size))
+        chunks = jax.lax.map(jax.checkpoint(generating_function),
+                             padded.reshape(n_chunks, chunk_size))
         K_hat = jnp.moveaxis(chunks, 0, -2).reshape(chunks.shape[1:-1] + (-1,))[..., : tan.shape[0]]
 
     if L % 2 == 0:
@@ -419,7 +423,8 @@ def _check_dss_kernel(Lambda, W, step, L, variant="exp", *, eps=1e-10, chunk=Non
 
 @_checked_by(_check_dss_coefficients)
 def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
-    """The per-state weights and time shifts of a DSS kernel: ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
+    """The per-state weights and time shifts of a DSS kernel:
+    ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
 
     DSS-exp (Proposition 1a): ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n`` and ``s_n = 0``.
 
@@ -471,7 +476,8 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
 
 
 @_checked_by(_check_dss_kernel)
-def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10, chunk: int | None = None):
+def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
+               chunk: int | None = None):
     """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
 
     ``K̄_ℓ = 2 Re Σ_{n<N/2} c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s) from :func:`dss_coefficients`:
@@ -496,7 +502,8 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     Returns:
         (..., H, L) real, float32 for float32/complex64 inputs.
     """
-    coef, shift, dtLambda = dss_coefficients.__wrapped__(Lambda, W, step, L, variant, eps=eps)  # checked already
+    # The inputs were checked on the way in (dss_kernel's own check): the bare algorithm.
+    coef, shift, dtLambda = dss_coefficients.__wrapped__(Lambda, W, step, L, variant, eps=eps)
     H, half = dtLambda.shape
     if chunk is None:
         chunk = L if H * half * L <= _DSS_MAX_ENTRIES else max(1, _DSS_MAX_ENTRIES // (H * half))
@@ -513,7 +520,8 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     n_chunks = -(-L // chunk)
     # Padded positions past L-1 are clamped to L-1 (then dropped): an exponent with a
     # positive real part must never appear, even in discarded entries, or grad sees inf·0.
-    positions = jnp.minimum(jnp.arange(n_chunks * chunk), L - 1).astype(real_dtype).reshape(n_chunks, chunk)
+    positions = jnp.minimum(jnp.arange(n_chunks * chunk), L - 1).astype(real_dtype)
+    positions = positions.reshape(n_chunks, chunk)
     blocks = jax.lax.map(jax.checkpoint(block), positions)  # (n_chunks, ..., H, c)
     K = jnp.moveaxis(blocks, 0, -2)  # (..., H, n_chunks, c)
     return K.reshape(K.shape[:-2] + (n_chunks * chunk,))[..., :L]
@@ -612,7 +620,8 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
 
     def block_rows(a):  # (G,) row indices -> (..., G, T) kernel values K̄_{aT+b}
         Pr, Pi = powers(a * T)  # Ā^{aT}: (..., N, G)
-        X = jnp.concatenate([Wr * Pr - Wi * Pi, Wr * Pi + Wi * Pr], axis=-2)  # W Ā^{aT}: (..., 2N, G)
+        # W Ā^{aT}: (..., 2N, G)
+        X = jnp.concatenate([Wr * Pr - Wi * Pi, Wr * Pi + Wi * Pr], axis=-2)
         return jnp.matmul(jnp.swapaxes(X, -1, -2), Y)
 
     channels = int(np.prod(shape[:-1]))
@@ -624,7 +633,8 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
         # Padded rows are clamped to the last one (then dropped): never an exponent past
         # the kernel's length, which could overflow for a growing mode.
         a = jnp.minimum(jnp.arange(n_groups * group), rows - 1).reshape(n_groups, group)
-        K = jnp.moveaxis(jax.lax.map(jax.checkpoint(block_rows), a), 0, -3)  # (..., n_groups, group, T)
+        # (..., n_groups, group, T)
+        K = jnp.moveaxis(jax.lax.map(jax.checkpoint(block_rows), a), 0, -3)
     K = K.reshape(shape[:-1] + (-1,))[..., :L]
     return 2 * K if conjugate else K
 

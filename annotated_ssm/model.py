@@ -52,15 +52,17 @@ class ResidualBlock(nnx.Module):
         **layer_kwargs: layer-specific options (e.g. an initialisation).
     """
 
-    def __init__(self, layer: str, d_model: int, state_size: int = _DEFAULT.state_size, *, norm: str = _DEFAULT.norm,
-                 glu: bool = _DEFAULT.glu, dropout: float = _DEFAULT.dropout, bidirectional: bool = False,
-                 rngs: nnx.Rngs, **layer_kwargs):
+    def __init__(self, layer: str, d_model: int, state_size: int = _DEFAULT.state_size, *,
+                 norm: str = _DEFAULT.norm, glu: bool = _DEFAULT.glu,
+                 dropout: float = _DEFAULT.dropout, bidirectional: bool = False, rngs: nnx.Rngs,
+                 **layer_kwargs):
         check_choice("norm", norm, NORMS)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.norm = (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
                      else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
-        self.ssm = get_layer(layer)(d_model, state_size, bidirectional=bidirectional, rngs=rngs, **layer_kwargs)
+        self.ssm = get_layer(layer)(d_model, state_size, bidirectional=bidirectional, rngs=rngs,
+                                    **layer_kwargs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
         self.glu = glu
         self.mix = nnx.Linear(d_model, 2 * d_model if glu else d_model, rngs=rngs)
@@ -213,15 +215,16 @@ class CausalSequenceModel(SequenceModel):
         predicts the input at t + 1, so y[:, P - 1:] is the continuation (n_steps values).
         """
         if self.d_output != self.d_input:
-            raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal d_input; "
-                             f"got d_output={self.d_output}, d_input={self.d_input}.")
+            raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal "
+                             f"d_input; got d_output={self.d_output}, d_input={self.d_input}.")
         n_steps = check_positive_int("n_steps", n_steps)
         self.check_input(prompt)
         prompt = jnp.asarray(prompt)
         P = prompt.shape[-2]
         system = self.discrete_system(P + n_steps - 1)
         state = self.init_state(prompt.shape[:-2])
-        state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state, jnp.moveaxis(prompt, -2, 0))
+        state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state,
+                                       jnp.moveaxis(prompt, -2, 0))
 
         def feed_back(carry, _):
             s, y_t = carry

@@ -89,7 +89,8 @@ def parallel_scan(a, b, *, x0=None, reverse: bool = False):
 
 
 def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
-    """Run a single discrete SSM step by step: ``x_ℓ = Ā x_{ℓ-1} + B̄ u_ℓ``, ``y_ℓ = C x_ℓ + D u_ℓ``.
+    """Run a single discrete SSM step by step:
+    ``x_ℓ = Ā x_{ℓ-1} + B̄ u_ℓ``, ``y_ℓ = C x_ℓ + D u_ℓ``.
 
     Args:
         A_bar: dense (N, N) or diagonal (N,).
@@ -108,11 +109,13 @@ def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
     N = B_bar.shape[0]
     dense = A_bar.ndim == 2
     if A_bar.shape != ((N, N) if dense else (N,)):
-        raise ValueError(f"A_bar must have shape ({N}, {N}) or ({N},) to match B_bar {B_bar.shape}; got {A_bar.shape}.")
+        raise ValueError(f"A_bar must have shape ({N}, {N}) or ({N},) to match B_bar "
+                         f"{B_bar.shape}; got {A_bar.shape}.")
     if C.shape[-1] != N:
         raise ValueError(f"C must have shape (N,) or (P, N) with N = {N}; got {C.shape}.")
     if u.ndim != B_bar.ndim or (u.ndim == 2 and u.shape[1] != B_bar.shape[1]):
-        raise ValueError(f"u must have shape (L,) for B_bar (N,) or (L, M) for B_bar (N, M); got u {u.shape}, B_bar {B_bar.shape}.")
+        raise ValueError(f"u must have shape (L,) for B_bar (N,) or (L, M) for B_bar (N, M); "
+                         f"got u {u.shape}, B_bar {B_bar.shape}.")
     check_finite("u", u)
     dtype = jnp.result_type(A_bar, B_bar, C, u)
     x = jnp.zeros(N, dtype) if x0 is None else jnp.asarray(x0, dtype)

@@ -200,7 +200,8 @@ def make_optimizer(model: nnx.Module, config: TrainConfig, total_steps: int) -> 
     warmup = int(config.warmup_fraction * total_steps)
 
     def schedule(peak):
-        return optax.warmup_cosine_decay_schedule(0.0, peak, warmup, max(total_steps, warmup + 1), 0.0)
+        return optax.warmup_cosine_decay_schedule(0.0, peak, warmup, max(total_steps, warmup + 1),
+                                                  0.0)
 
     tx = optax.multi_transform(
         {"default": optax.adamw(schedule(config.lr), weight_decay=config.weight_decay),

@@ -100,13 +100,15 @@ def marker_problems(notebook) -> list[str]:
 
 
 def output_lines(cell) -> list[str]:
-    """The text lines a reader sees printed below a code cell."""
+    """The text lines a reader sees printed below a code cell: streams, plain results, and
+    package source shown by ``show_source`` (a highlighted listing of its text/plain)."""
+    listing = "show_source(" in source(cell)
     lines = []
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream":
             text = output["text"]
         elif (output.get("output_type") == "execute_result"
-              and set(output["data"]) == {"text/plain"}):  # shown only when nothing richer is
+              and (listing or set(output["data"]) == {"text/plain"})):  # else a richer form shows
             text = output["data"]["text/plain"]
         else:
             continue
@@ -282,6 +284,11 @@ def test_line_length_check_catches_long_code_and_printed_lines():
     hidden = make_notebook(f"x = '{long}'")
     hidden["cells"][-1]["metadata"]["tags"] = ["remove-input"]
     assert not line_length_problems(hidden)
+    # Package source shown by show_source: the reader sees its text, highlighted (text/html).
+    listing = {"output_type": "execute_result", "metadata": {},
+               "data": {"text/plain": f"def f():\n    {long}", "text/html": "<div>…</div>"}}
+    assert line_length_problems(make_notebook("show_source(f)", outputs=[[listing]]))
+    assert not line_length_problems(make_notebook("fig", outputs=[[listing]]))  # its HTML shows
 
 
 def test_widget_state_check_catches_stored_state():

@@ -116,9 +116,8 @@ class DSSLayer(ConvolutionalSSMLayer):
 
     def kernel(self, length: int, *, dtype=None) -> jax.Array:
         """(H, L), or (2, H, L) when bidirectional."""
-        return dss_kernel(
-            self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length, self.variant, eps=self.eps
-        )
+        return dss_kernel(self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype),
+                          length, self.variant, eps=self.eps)
 
     # --- recurrent view --------------------------------------------------------------------
 
