@@ -167,7 +167,7 @@ def _fast_fft_length(n: int) -> int:
 # --- S4: the DPLR kernel through Cauchy products (chapter 4) -----------------------------
 
 
-def cauchy(v, z, lambd, *, conjugate: bool = False):
+def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
     """The Cauchy kernel ``k_j = Σ_n v_n / (z_j - λ_n)``.
 
     The reciprocal ``1/(z_j - λ_n)`` depends only on ``z`` and ``λ``: give ``v`` an extra
@@ -184,11 +184,17 @@ def cauchy(v, z, lambd, *, conjugate: bool = False):
             all N = 2M states of a conjugate-symmetric system of which only M are stored.
             The two terms of a pair share one denominator
             ``(z - λ)(z - conj λ) = z² - 2 Re(λ) z + |λ|²``, so a pair costs one division.
+        imaginary: ``z`` holds real numbers y and the points are ``z = iy`` (S4's nodes lie
+            on the imaginary axis). With ``conjugate`` the denominator is then
+            ``(|λ|² - y²) - 2i Re(λ) y``: a third less arithmetic over the (M, F) matrix,
+            and the same numbers as passing ``1j * y``.
 
     Returns:
         (..., F) complex.
     """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
+    if imaginary and not conjugate:
+        z, imaginary = 1j * z, False
     if not conjugate:
         # The sum over n is an einsum contraction (a matrix product, fast on every backend)
         # against the reciprocal matrix, which broadcasting computes once per (z, λ).
@@ -198,11 +204,16 @@ def cauchy(v, z, lambd, *, conjugate: bool = False):
     # over one complex denominator d per pair. With z = x + iy, d = d_re + i d_im and
     # 1/d = (d_re - i d_im)/|d|², all in real arithmetic; each sum is then two real matrix
     # products (weights against Re(1/d) and Im(1/d)) instead of a complex one.
-    x, y = jnp.real(z)[..., None, :], jnp.imag(z)[..., None, :]  # (..., 1, F)
     pole_re = jnp.real(lambd)[..., :, None]  # (..., M, 1)
     pole_abs2 = (jnp.real(lambd) ** 2 + jnp.imag(lambd) ** 2)[..., :, None]
-    d_re = x * x - y * y - 2 * pole_re * x + pole_abs2  # (..., M, F)
-    d_im = 2 * (x - pole_re) * y
+    if imaginary:  # x = 0
+        y = z[..., None, :]  # (..., 1, F)
+        d_re = pole_abs2 - y * y  # (..., M, F)
+        d_im = -2 * pole_re * y
+    else:
+        x, y = jnp.real(z)[..., None, :], jnp.imag(z)[..., None, :]  # (..., 1, F)
+        d_re = x * x - y * y - 2 * pole_re * x + pole_abs2  # (..., M, F)
+        d_im = 2 * (x - pole_re) * y
     inverse_abs2 = 1 / (d_re * d_re + d_im * d_im)
     recip_re, recip_im = d_re * inverse_abs2, -d_im * inverse_abs2
     real_dtype = recip_re.dtype
@@ -210,6 +221,9 @@ def cauchy(v, z, lambd, *, conjugate: bool = False):
     constant = (-2 * jnp.real(v * jnp.conj(lambd))).astype(real_dtype)  # weights of 1/d
     weights = jnp.stack([times_z, constant], axis=-2)  # (..., 2, M)
     sums = jax.lax.complex(weights @ recip_re, weights @ recip_im)  # (..., 2, F)
+    if imaginary:  # iy · s = -y Im(s) + i y Re(s)
+        s_z, s_1 = sums[..., 0, :], sums[..., 1, :]
+        return jax.lax.complex(s_1.real - z * s_z.imag, s_1.imag + z * s_z.real)
     return z * sums[..., 0, :] + sums[..., 1, :]
 
 
@@ -319,12 +333,12 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
     first, second = jnp.broadcast_arrays(first, second)
     weights = jnp.concatenate([first, second], axis=-2)
     poles = Lambda[..., None, :]  # (..., 1, M)
-    scale = (2 / step)[..., None]  # (..., 1, 1): g = scale · i tan
+    scale = (2 / step)[..., None]  # (..., 1, 1): g = i · scale · tan
 
     def generating_function(tan):
         """K̂ at the nodes with the given tan(πj/L), shape (F,) -> (..., F)."""
-        g = scale * (1j * tan)  # (..., 1, F)
-        k = cauchy(weights, g, poles, conjugate=conjugate)  # (..., 4, F)
+        # g = i · scale · tan: the nodes lie on the imaginary axis.
+        k = cauchy(weights, scale * tan, poles, conjugate=conjugate, imaginary=True)  # (..., 4, F)
         k00, k01, k10, k11 = k[..., 0, :], k[..., 1, :], k[..., 2, :], k[..., 3, :]
         c = 1 + 1j * tan  # 2/(1 + ω)
         return c * (k00 - k01 * k10 / (1 + k11))

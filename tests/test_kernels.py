@@ -153,6 +153,29 @@ def test_conjugate_cauchy_matches_float64_sum_over_both_poles():
     assert got32.dtype == jnp.complex64 and relative_error(got32, expected) < 1e-5
 
 
+@pytest.mark.parametrize("conjugate", [True, False])
+def test_cauchy_on_the_imaginary_axis_matches_float64_and_the_general_form(conjugate):
+    """``imaginary=True`` takes y for the points z = iy (S4's nodes): the float64 sum, and in
+    float32 exactly the numbers of the general form given 1j * y."""
+    rng = np.random.default_rng(5)
+    M, F = 6, 50
+    v = rng.standard_normal((4, M)) + 1j * rng.standard_normal((4, M))
+    lambd = -rng.uniform(0.1, 1, M) + 1j * rng.uniform(-5, 5, M)
+    y = np.concatenate([[0.0], rng.standard_normal(F - 1) * 10])
+    z = 1j * y
+    expected = np.sum(v[:, :, None] / (z - lambd[:, None]), axis=1)
+    if conjugate:
+        expected = expected + np.sum(np.conj(v)[:, :, None] / (z - np.conj(lambd)[:, None]), axis=1)
+    with jax.enable_x64(True):
+        got = cauchy(v, y[None], lambd[None], conjugate=conjugate, imaginary=True)
+        assert got.dtype == jnp.complex128 and relative_error(got, expected) < 1e-12
+    v32, y32, lambd32 = v.astype(np.complex64), y.astype(np.float32), lambd.astype(np.complex64)
+    got32 = cauchy(v32, y32[None], lambd32[None], conjugate=conjugate, imaginary=True)
+    general = cauchy(v32, (1j * y32)[None], lambd32[None], conjugate=conjugate)
+    assert got32.dtype == jnp.complex64 and relative_error(got32, expected) < 1e-5
+    np.testing.assert_array_equal(np.asarray(got32), np.asarray(general))
+
+
 def random_dplr(rng, H, M):
     def cplx(*shape):
         return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
