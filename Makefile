@@ -27,14 +27,15 @@ FLOORS_STAMP := $(FLOORS)/.installed
 # newest tools and run in .venv).
 FLOORS_TESTS := tests --ignore=tests/test_chapters.py --ignore=tests/test_mathjax.py
 
-# `make test` runs three suites at once, each in one process: the chapters under nbval, the
-# package tests, and the package tests in .venv-floors (on 2 cores, 13-14 minutes instead of
-# 16 one after another); each suite's output is printed whole when it ends. Most of the
-# tests' time is XLA compiling small programs: each environment keeps them in a persistent
-# compilation cache (every program, however quick to compile; the key holds the jax version).
-JAX_CACHE := JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
+# Tests run on every core (pytest-xdist), a file or a chapter per worker at a time: nbval runs
+# a chapter's cells in order in one kernel. The tests' time is mostly XLA compiling small
+# programs, so the workers share a persistent compilation cache (every program, however
+# quick to compile), one per environment since the key holds the jax version.
+WORKERS      ?= auto
+PYTEST_XDIST := -n $(WORKERS) --dist loadfile
+JAX_CACHE    := JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 
-.PHONY: book test test-chapters test-package test-floors execute check-site venv node floors clean
+.PHONY: book test test-floors execute check-site venv node floors clean
 
 venv: $(STAMP)
 
@@ -61,7 +62,7 @@ $(FLOORS_STAMP): pyproject.toml tools/floors.py
 	$(PYTHON) -m venv $(FLOORS)
 	echo '*' > $(FLOORS)/.gitignore
 	$(FLOORS)/bin/python -m pip install -q --upgrade pip
-	$(FLOORS)/bin/python -m pip install -q $$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10"
+	$(FLOORS)/bin/python -m pip install -q $$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10" "pytest-xdist>=3.6,<4"
 	$(FLOORS)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
@@ -74,20 +75,14 @@ book: $(STAMP) $(NODE_STAMP)
 	cp -r $(NODE_DIR)/node_modules/mathjax/es5 _build/html/_static/mathjax
 
 test: $(STAMP) $(NODE_STAMP) $(FLOORS_STAMP)
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-chapters test-package test-floors
-
-test-chapters: $(STAMP)
-	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-venv $(BIN)/python -m pytest book \
-		--nbval --nbval-current-env --nbval-cell-timeout=900 \
-		--nbval-sanitize-with tools/nbval_sanitize.cfg -q -p no:cacheprovider
-
-test-package: $(STAMP) $(NODE_STAMP)
-	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-venv $(BIN)/python -m pytest tests \
-		-q -p no:cacheprovider
+	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-venv $(BIN)/python -m pytest $(PYTEST_XDIST) \
+		tests book --nbval --nbval-current-env --nbval-cell-timeout=900 \
+		--nbval-sanitize-with tools/nbval_sanitize.cfg -p no:cacheprovider
+	$(MAKE) test-floors
 
 test-floors: $(FLOORS_STAMP)
 	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-floors $(FLOORS)/bin/python -m pytest \
-		$(FLOORS_TESTS) -q -p no:cacheprovider
+		$(PYTEST_XDIST) $(FLOORS_TESTS) -q -p no:cacheprovider
 
 # Re-execute every chapter in place, refreshing the outputs stored in the notebooks.
 execute: $(STAMP)
