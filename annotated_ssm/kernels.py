@@ -193,6 +193,9 @@ def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
         (..., F) complex.
     """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
+    if imaginary and jnp.iscomplexobj(z):  # a dtype, known while tracing: free to check
+        raise ValueError(f"z must hold the real numbers y of the points iy when imaginary=True; "
+                         f"got dtype {z.dtype} (pass z.imag, or imaginary=False).")
     if imaginary and not conjugate:
         z, imaginary = 1j * z, False
     if not conjugate:

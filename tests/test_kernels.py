@@ -174,6 +174,8 @@ def test_cauchy_on_the_imaginary_axis_matches_float64_and_the_general_form(conju
     general = cauchy(v32, (1j * y32)[None], lambd32[None], conjugate=conjugate)
     assert got32.dtype == jnp.complex64 and relative_error(got32, expected) < 1e-5
     np.testing.assert_array_equal(np.asarray(got32), np.asarray(general))
+    with pytest.raises(ValueError, match="imaginary=True; got dtype complex"):
+        cauchy(v32, (1j * y32)[None], lambd32[None], conjugate=conjugate, imaginary=True)
 
 
 def random_dplr(rng, H, M):
