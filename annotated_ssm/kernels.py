@@ -19,6 +19,7 @@ from .discretize import METHODS, diagonal_formulas
 __all__ = [
     "naive_kernel",
     "causal_conv",
+    "bidirectional_conv",
     "cauchy",
     "s4_kernel",
     "s4_nodes",
@@ -146,6 +147,39 @@ def causal_conv(u, K):
     U = jnp.fft.rfft(u, n=n, axis=-1)
     Kf = jnp.fft.rfft(K, n=n, axis=-1)
     return jnp.fft.irfft(U * Kf, n=n, axis=-1)[..., :L]
+
+
+def bidirectional_conv(u, K_forward, K_backward):
+    """Two convolutions, one forward and one backward in time, with a single pair of FFTs:
+    ``y_ℓ = Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``.
+
+    It equals ``causal_conv(u, K→) + flip(causal_conv(flip(u), K←))`` (a bidirectional
+    layer's output) but transforms u once: the two kernels are laid out as one two-sided
+    kernel, K→ at lags 0 … L-1 and K← at lags 0, -1, …, -(L-1), which a circular
+    convolution of length ≥ 2L-1 applies without wrapping around. Three FFTs instead of six.
+
+    Args:
+        u: (..., L) real input.
+        K_forward, K_backward: (..., L) real kernels, broadcastable against u.
+
+    Returns:
+        (..., L) real, the broadcast shape of u and the kernels.
+    """
+    for name, K in (("K_forward", K_forward), ("K_backward", K_backward)):
+        if np.ndim(u) < 1 or np.ndim(K) < 1 or np.shape(u)[-1] != np.shape(K)[-1]:
+            raise ValueError(f"u and {name} must have a time axis of the same length (..., L); "
+                             f"got u {np.shape(u)} and {name} {np.shape(K)}.")
+    L = np.shape(u)[-1]
+    n = _fast_fft_length(2 * L)
+    K_forward, K_backward = jnp.broadcast_arrays(jnp.asarray(K_forward), jnp.asarray(K_backward))
+    gap = jnp.zeros(K_forward.shape[:-1] + (n - 2 * L + 1,), K_forward.dtype)
+    two_sided = jnp.concatenate([
+        K_forward.at[..., 0].add(K_backward[..., 0]),  # lag 0 belongs to both directions
+        gap,
+        jnp.flip(K_backward[..., 1:], -1),  # lag -d sits at position n - d
+    ], axis=-1)
+    U = jnp.fft.rfft(u, n=n, axis=-1)
+    return jnp.fft.irfft(U * jnp.fft.rfft(two_sided, axis=-1), n=n, axis=-1)[..., :L]
 
 
 def _fast_fft_length(n: int) -> int:

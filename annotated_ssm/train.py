@@ -364,6 +364,12 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     replicate(model, mesh)
     replicate(optimizer, mesh)
 
+    # The step with model and optimizer bound once: nnx.jit would otherwise walk both object
+    # graphs on every call, a fifth of a small model's step time on a CPU. The bound copy
+    # shares the parameters but keeps the mode it had when bound: train mode (dropout on),
+    # whatever `evaluate` does to `model` between epochs.
+    model.train()
+    step_on = nnx.cached_partial(train_step, model, optimizer)
     history = History()
     best_score, best_state = -math.inf, None
     bar = tqdm(total=total_steps, initial=start, disable=not config.progress, desc=f"{model.layer_name}", unit="step")
@@ -371,13 +377,12 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     for epoch in range(start // steps_per_epoch, config.epochs):
         epoch_start, first_step = time.perf_counter(), step
         skip = start - epoch * steps_per_epoch if epoch == start // steps_per_epoch else 0
-        model.train()
         losses = []
         for i, (xb, yb) in enumerate(batches(x_train, y_train, batch_size, seed=config.seed + epoch,
                                              drop_last=True)):
             if i < skip:  # resuming: these batches were trained on before the checkpoint
                 continue
-            losses.append(train_step(model, optimizer, *shard_batch(mesh, xb, yb), task=dataset.task))
+            losses.append(step_on(*shard_batch(mesh, xb, yb), task=dataset.task))
             step += 1
             bar.update()
             if step >= total_steps:

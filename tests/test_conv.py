@@ -1,4 +1,4 @@
-"""Naive kernel and FFT causal convolution against direct summation."""
+"""Naive kernel, FFT causal and bidirectional convolutions against direct summation."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from reference import direct_causal_conv, relative_error
 
-from annotated_ssm.kernels import _fast_fft_length, causal_conv, naive_kernel
+from annotated_ssm.kernels import _fast_fft_length, bidirectional_conv, causal_conv, naive_kernel
 
 
 def test_naive_kernel_dense_equals_matrix_powers():
@@ -85,6 +85,59 @@ def test_causal_conv_jit_grad():
         jac = jax.jacobian(causal_conv, argnums=1)(u, K)
         expected = np.array([[u[l - j] if j <= l else 0.0 for j in range(16)] for l in range(16)])
         assert np.max(np.abs(jac - expected)) < 1e-12
+
+
+def direct_bidirectional_conv(u, K_forward, K_backward):
+    """y_ℓ = Σ_{j≤ℓ} K→_{ℓ-j} u_j + Σ_{j≥ℓ} K←_{j-ℓ} u_j by direct summation (float64)."""
+    backward = direct_causal_conv(np.flip(u, -1), K_backward)
+    return direct_causal_conv(u, K_forward) + np.flip(backward, -1)
+
+
+@pytest.mark.parametrize("L", [1, 2, 7, 40, 1000])
+def test_bidirectional_conv_matches_direct_sum_float64(L):
+    rng = np.random.default_rng(L)
+    u, K = rng.standard_normal((2, 3, L)), rng.standard_normal((2, 3, L))
+    with jax.enable_x64(True):
+        y = bidirectional_conv(jnp.asarray(u), jnp.asarray(K[0]), jnp.asarray(K[1]))
+        assert y.shape == (2, 3, L) and y.dtype == jnp.float64
+        assert relative_error(y, direct_bidirectional_conv(u, K[0], K[1])) < 1e-13
+
+
+def test_bidirectional_conv_float32_batched_and_each_direction():
+    rng = np.random.default_rng(6)
+    B, H, L = 2, 3, 300
+    u = rng.standard_normal((B, H, L)).astype(np.float32)
+    decay = np.exp(-np.arange(L) / 50)
+    K = (rng.standard_normal((2, H, L)) * decay).astype(np.float32)
+    y = bidirectional_conv(u, K[0], K[1])
+    assert y.dtype == jnp.float32 and y.shape == (B, H, L)
+    assert relative_error(y, direct_bidirectional_conv(u, K[0], K[1])) < 1e-5
+    # With one kernel zero, the other direction alone: causal, and anti-causal.
+    zero = np.zeros_like(K[0])
+    assert relative_error(bidirectional_conv(u, K[0], zero), direct_causal_conv(u, K[0])) < 1e-5
+    anti = np.flip(direct_causal_conv(np.flip(u, -1), K[1]), -1)
+    assert relative_error(bidirectional_conv(u, zero, K[1]), anti) < 1e-5
+
+
+def test_bidirectional_conv_gradient_is_the_direct_sums_float64():
+    rng = np.random.default_rng(7)
+    L = 9
+    u, K = rng.standard_normal(L), rng.standard_normal((2, L))
+    with jax.enable_x64(True):
+        u, K = jnp.asarray(u), jnp.asarray(K)
+        jac_f, jac_b = jax.jacobian(bidirectional_conv, argnums=(1, 2))(u, K[0], K[1])
+        # y is linear in each kernel: dy_ℓ/dK→_j = u_{ℓ-j}, dy_ℓ/dK←_j = u_{ℓ+j}.
+        forward = np.array([[u[l - j] if j <= l else 0.0 for j in range(L)] for l in range(L)])
+        backward = np.array([[u[l + j] if l + j < L else 0.0 for j in range(L)] for l in range(L)])
+        assert np.max(np.abs(jac_f - forward)) < 1e-12
+        assert np.max(np.abs(jac_b - backward)) < 1e-12
+
+
+def test_bidirectional_conv_errors():
+    with pytest.raises(ValueError, match="K_backward"):
+        bidirectional_conv(np.ones(4), np.ones(4), np.ones(5))
+    with pytest.raises(ValueError, match="K_forward"):
+        bidirectional_conv(np.ones((3, 4)), np.ones((3, 5)), np.ones((3, 4)))
 
 
 def test_fast_fft_length():

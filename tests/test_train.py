@@ -115,6 +115,22 @@ def test_loss_goes_down_and_runs_are_reproducible(tiny_data):
     assert final["loss"] == pytest.approx(history.test_loss, rel=1e-5)
 
 
+def test_dropout_is_on_in_every_training_step_and_off_afterwards(tiny_data):
+    # fit trains in train mode (dropout on) whatever mode the model arrives in and whatever
+    # `evaluate` does between epochs, and hands the model back in eval mode.
+    config = TrainConfig(epochs=2, batch_size=20, validation_fraction=0.25, progress=False)
+    histories = {}
+    for mode in ("train", "eval"):
+        model = build_model(LAYER, tiny_data, seed=0, dropout=0.3, **TINY)
+        getattr(model, mode)()
+        histories[mode] = fit(model, tiny_data, config)
+    without = fit(build_model(LAYER, tiny_data, seed=0, **TINY), tiny_data, config)
+    assert histories["eval"].train_loss == histories["train"].train_loss
+    assert histories["train"].train_loss[1] != without.train_loss[1]  # dropout was on
+    x = jnp.asarray(tiny_data.x_test[:5])
+    assert np.array_equal(model(x), model(x))  # eval mode: no dropout
+
+
 def test_validation_selects_the_best_epoch_and_the_test_set_is_evaluated_once(tiny_data, monkeypatch):
     calls = []
     real_evaluate = train.evaluate

@@ -62,7 +62,7 @@ from .._validation import (
     default_float_dtype,
 )
 from ..init import log_step
-from ..kernels import causal_conv
+from ..kernels import bidirectional_conv, causal_conv
 
 __all__ = [
     "SSMParam",
@@ -309,8 +309,7 @@ class ConvolutionalSSMLayer(SSMLayer):
         K = self.kernel(u.shape[-2], dtype=u.dtype)
         channels_last = jnp.swapaxes(u, -1, -2)  # (..., H, L)
         if self.bidirectional:
-            y = causal_conv(channels_last, K[0])
-            y = y + jnp.flip(causal_conv(jnp.flip(channels_last, -1), K[1]), -1)
+            y = bidirectional_conv(channels_last, K[0], K[1])
         else:
             y = causal_conv(channels_last, K)
         return jnp.swapaxes(y, -1, -2) + self._skip(u.dtype) * u
