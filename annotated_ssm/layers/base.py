@@ -44,6 +44,7 @@ Validation
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -134,6 +135,26 @@ def _prepare(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.d
     return jnp.asarray(u).astype(compute), output
 
 
+def compiled(layer: "SSMLayer", method: str, *args) -> Any:
+    """``getattr(layer, method)(*args)`` as one compiled program, also when called eagerly.
+
+    ``layer(u)`` and ``layer.recurrent(u)`` check their input, then compute through this.
+    Op by op, a layer's first eager call compiled about a hundred small programs (S4: 2.7 s
+    on a CPU, where one program compiles in 0.5 s); later calls with the same shapes reuse
+    the program. Under an outer jit, grad or vmap it is traced inline like any other
+    function. The layer goes in as (structure, arrays) through plain ``jax.jit``, which
+    reads the parameters and writes nothing back, so a layer closed over by ``jax.vmap``
+    or ``jax.grad`` works too.
+    """
+    graphdef, state = nnx.split(layer)
+    return _compiled_method(graphdef, method, state, *args)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _compiled_method(graphdef, method, state, *args):
+    return getattr(nnx.merge(graphdef, state), method)(*args)
+
+
 class SSMLayer(nnx.Module):
     """Base class of the sequence layers: the shared constructor pieces, the checks of the
     public methods, the dtype and bidirectional policies (see the module docstring).
@@ -204,7 +225,7 @@ class SSMLayer(nnx.Module):
             or inf in u, named by its position.
         """
         u, out_dtype = self._check_input(u)
-        return self._forward(u).astype(out_dtype)
+        return compiled(self, "_forward", u).astype(out_dtype)
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
         check_sequence_input(u, self.d_model)
@@ -275,6 +296,10 @@ class SSMLayer(nnx.Module):
         equal to ``layer(u)`` up to rounding. Causal layers only."""
         self._require_causal("recurrent")
         u, out_dtype = self._check_input(u)
+        return compiled(self, "_recurrent", u).astype(out_dtype)
+
+    def _recurrent(self, u: jax.Array) -> jax.Array:
+        """The loop of ``recurrent``: u already checked and in its computation dtype."""
         system = self._discrete_system(u.shape[-2], u.dtype)
         state = self._init_state(u.shape[:-2], u.dtype)
 
@@ -282,7 +307,7 @@ class SSMLayer(nnx.Module):
             return self._step(system, state, u_t)
 
         _, y = jax.lax.scan(body, state, jnp.moveaxis(u, -2, 0))
-        return jnp.moveaxis(y, 0, -2).astype(out_dtype)
+        return jnp.moveaxis(y, 0, -2)
 
     def _discrete_system(self, length: int | None, dtype) -> Any:
         raise NotImplementedError

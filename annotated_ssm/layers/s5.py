@@ -32,7 +32,8 @@ from .._validation import check_bool, check_choice, check_positive_finite, check
 from ..discretize import METHODS, diagonal_formulas
 from ..init import s5_init
 from ..scan import parallel_scan
-from .base import SSMLayer, SSMParam, _real_dtype, complex_dtype, complex_to_pair, pair_to_complex
+from .base import (SSMLayer, SSMParam, _real_dtype, compiled, complex_dtype, complex_to_pair,
+                   pair_to_complex)
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
 
@@ -156,7 +157,7 @@ class S5Layer(SSMLayer):
         """
         u, out_dtype = self._check_input(u)
         scale = None if steps is None else self._check_steps(steps, u.shape[:-1], u.dtype)
-        return self._forward(u, scale).astype(out_dtype)
+        return compiled(self, "_forward", u, scale).astype(out_dtype)
 
     def _forward(self, u, scale=None):
         """The parallel-scan form. u (..., L, H) checked, in its computation dtype; scale:
@@ -272,8 +273,12 @@ class S5Layer(SSMLayer):
             return super().recurrent(u)
         self._require_causal("recurrent")
         u, out_dtype = self._check_input(u)
+        scale = jnp.broadcast_to(self._check_steps(steps, u.shape[:-1], u.dtype), u.shape[:-1])
+        return compiled(self, "_recurrent_irregular", u, scale).astype(out_dtype)
+
+    def _recurrent_irregular(self, u, scale):
+        """The loop of ``recurrent(u, steps)``: u checked, scale (..., L) the factor of Δ."""
         dtype = u.dtype
-        scale = jnp.broadcast_to(self._check_steps(steps, u.shape[:-1], dtype), u.shape[:-1])
         B_tilde = pair_to_complex(self.B_tilde[...], dtype)
         C = self._output_matrix(dtype)[:, : B_tilde.shape[0]]
         step = self.step_sizes(dtype)
@@ -287,4 +292,4 @@ class S5Layer(SSMLayer):
 
         time_major = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(scale, -1, 0))
         _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], dtype), time_major)
-        return jnp.moveaxis(y, 0, -2).astype(out_dtype)
+        return jnp.moveaxis(y, 0, -2)
