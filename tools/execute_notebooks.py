@@ -32,8 +32,25 @@ def execute(path: pathlib.Path, timeout: int) -> float:
     client.execute()
     elapsed = time.perf_counter() - start
     notebook.metadata.pop("widgets", None)  # state stored by an earlier run or by Jupyter
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = merged_streams(cell.outputs)
     nbformat.write(notebook, path)
     return elapsed
+
+
+def merged_streams(outputs: list) -> list:
+    """Consecutive prints to the same stream as one output: how the kernel split them into
+    messages depends on timing, so unmerged they change from one run to the next."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (output.output_type == "stream" and previous is not None
+                and previous.output_type == "stream" and previous.name == output.name):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
