@@ -1,13 +1,21 @@
 """pytest configuration for the whole repository: the package tests and the chapters."""
 
+# The package test files that took longest (25-65 s each on one worker of the 2-core CI
+# machine, November 2026), longest first.
+SLOWEST_TEST_FILES = ("test_train.py", "test_model.py", "test_layer_contract.py", "test_kernels.py",
+                      "test_widgets.py", "test_s4.py", "test_s5.py", "test_s4d.py", "test_dss.py")
+
 
 def pytest_collection_modifyitems(config, items):
-    """Chapters first, the last chapter first, then the package tests.
+    """Chapters first, the last chapter first, then the package tests, the slowest first.
 
     ``make test`` spreads files over the cores (pytest-xdist, ``--dist loadfile``) in this
-    order. Chapter 8 trains twelve models and takes the longest of any file: started last,
-    it would leave the other cores idle at the end. The order of the cells within a chapter
-    is kept (nbval runs them in one kernel, one after another)."""
+    order, and the longest first leaves the least idle time at the end: chapter 8 trains
+    twelve models and takes the longest of any file, and started last it would leave the
+    other core idle for minutes. The order within a file is kept (nbval runs a chapter's
+    cells in one kernel, one after another)."""
     chapters = sorted({item.path for item in items if item.path.suffix == ".ipynb"}, reverse=True)
     rank = {path: i for i, path in enumerate(chapters)}
-    items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: order within a file kept
+    rank.update({name: len(chapters) + i for i, name in enumerate(SLOWEST_TEST_FILES)})
+    last = len(rank)
+    items.sort(key=lambda item: rank.get(item.path, rank.get(item.path.name, last)))  # stable
