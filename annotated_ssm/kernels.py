@@ -77,6 +77,28 @@ def _check_flag(name, value):
         raise ValueError(f"{name} must be True or False; got {value!r}.")
 
 
+def _check_time_axes(u, **kernels) -> None:
+    """Raise ValueError unless u and every kernel have a last (time) axis of one length.
+
+    Shapes only: the convolutions are the inner loop of every layer, and looking at the
+    values of a concrete array would copy it from the accelerator to the host."""
+    for name, K in kernels.items():
+        if np.ndim(u) < 1 or np.ndim(K) < 1:
+            raise ValueError(f"u and {name} must have a time axis (..., L); got u {np.shape(u)} "
+                             f"and {name} {np.shape(K)}.")
+        if np.shape(u)[-1] != np.shape(K)[-1]:
+            raise ValueError(f"u and {name} must have the same length on their last axis; got u "
+                             f"{np.shape(u)} and {name} {np.shape(K)}.")
+
+
+def _check_causal_conv(u, K):
+    _check_time_axes(u, K=K)
+
+
+def _check_bidirectional_conv(u, K_forward, K_backward):
+    _check_time_axes(u, K_forward=K_forward, K_backward=K_backward)
+
+
 def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
     """The kernel ``K̄_ℓ = C Ā^ℓ B̄`` by repeated multiplication, in float64 NumPy.
 
@@ -119,6 +141,7 @@ def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np
     return K
 
 
+@_checked_by(_check_causal_conv)
 def causal_conv(u, K):
     """Causal convolution ``y_ℓ = Σ_{j ≤ ℓ} K_j u_{ℓ-j}`` with FFTs.
 
@@ -132,16 +155,6 @@ def causal_conv(u, K):
     Returns:
         (..., L) real, the broadcast shape of u and K.
     """
-    if np.ndim(u) < 1 or np.ndim(K) < 1:
-        raise ValueError(f"u and K must have a time axis (..., L); got u {np.shape(u)} and K "
-                         f"{np.shape(K)}.")
-    if np.shape(u)[-1] != np.shape(K)[-1]:
-        raise ValueError(
-            f"u and K must have the same length on their last axis; got u {np.shape(u)} and K "
-            f"{np.shape(K)}."
-        )
-    # No value checks here: this is the inner loop of every layer, and looking at the
-    # values of a concrete array would copy it from the accelerator to the host.
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     U = jnp.fft.rfft(u, n=n, axis=-1)
@@ -149,6 +162,7 @@ def causal_conv(u, K):
     return jnp.fft.irfft(U * Kf, n=n, axis=-1)[..., :L]
 
 
+@_checked_by(_check_bidirectional_conv)
 def bidirectional_conv(u, K_forward, K_backward):
     """Two convolutions, one forward and one backward in time, with a single pair of FFTs:
     ``y_ℓ = Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``.
@@ -165,10 +179,6 @@ def bidirectional_conv(u, K_forward, K_backward):
     Returns:
         (..., L) real, the broadcast shape of u and the kernels.
     """
-    for name, K in (("K_forward", K_forward), ("K_backward", K_backward)):
-        if np.ndim(u) < 1 or np.ndim(K) < 1 or np.shape(u)[-1] != np.shape(K)[-1]:
-            raise ValueError(f"u and {name} must have a time axis of the same length (..., L); "
-                             f"got u {np.shape(u)} and {name} {np.shape(K)}.")
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     K_forward, K_backward = jnp.broadcast_arrays(jnp.asarray(K_forward), jnp.asarray(K_backward))
