@@ -1,0 +1,26 @@
+"""Sphinx extension: the book's own stylesheet, ``static/site_layout.css``.
+
+It widens the article column where the theme would make the chapters' code scroll sideways
+(their code and printed lines are up to 100 characters; see the stylesheet for the widths)
+and keeps wide display equations and tables inside their own scroll boxes on phones.
+``tools/check_site.py`` measures both.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+STATIC = pathlib.Path(__file__).resolve().parent / "static"
+
+
+def _add_static_path(app):
+    # Copied into _build/html/_static/ next to the theme's files.
+    if str(STATIC) not in app.config.html_static_path:
+        app.config.html_static_path.append(str(STATIC))
+
+
+def setup(app):
+    app.connect("builder-inited", _add_static_path)
+    # After the themes' stylesheets (which Sphinx writes first), so these rules win ties.
+    app.add_css_file("site_layout.css")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
