@@ -6,6 +6,7 @@ A checkpoint is a directory holding two things:
                               the training configuration and step (if given), written last
     PATH/model/               parameters and batch statistics  } arrays written by
     PATH/optimizer/           the optimiser's state, if saved   } orbax-checkpoint
+    PATH/rng/                 the dropout streams' keys and counts }
 
 Saving is safe for the user's files:
 
@@ -14,11 +15,16 @@ Saving is safe for the user's files:
    a folder with other files, the current directory or one of its parents — is refused
    with a ValueError before anything is written.
 2. The new checkpoint is written, synchronously, into a hidden temporary sibling
-   ``.NAME.partial-XXXX`` in the same folder. If writing fails the sibling is removed and
-   ``PATH`` is untouched.
+   ``.NAME.partial-PID-XXXXXXXX`` in the same folder (PID: the saving process). If writing
+   fails the sibling is removed and ``PATH`` is untouched. Every name a save will create is
+   checked first (length, writability), so a save cannot fail on a name after training.
 3. Only when it is complete is it renamed into place: an earlier checkpoint is first moved
-   aside (``.NAME.previous-XXXX``), the new one renamed to ``PATH``, then the old one
-   deleted. A crash between the two renames leaves both on disk, neither half-written.
+   aside (``.NAME.previous-PID-XXXXXXXX``), the new one renamed to ``PATH``, then the old
+   one deleted. A crash between the two renames leaves both on disk, neither half-written.
+4. Leftovers of a crashed process (``kill -9``, a power cut) are removed by the next save
+   to the same path: a ``.partial-``/``.previous-`` sibling whose process is gone and which
+   holds only what a save writes. A missing ``PATH`` with such a sibling is recovered by
+   :func:`recover_checkpoint` (which the next save and a resume call) and named in errors.
 
 ``load_model(PATH)`` rebuilds the model from the stored architecture and restores its
 weights; ``restore_checkpoint`` loads into a model (and optimiser) you built yourself.
@@ -26,14 +32,20 @@ weights; ``restore_checkpoint`` loads into a model (and optimiser) you built you
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import json
+import logging
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
@@ -42,12 +54,25 @@ from . import __version__
 from .model import SequenceModel, model_from_architecture
 
 __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info", "check_checkpoint_path",
-           "METADATA_FILE", "FORMAT"]
+           "check_metadata", "recover_checkpoint", "METADATA_FILE", "FORMAT"]
 
 METADATA_FILE = "annotated_ssm.json"
-ARRAYS = ("model", "optimizer")  # one orbax directory each
+ARRAYS = ("model", "optimizer", "rng")  # one orbax directory each
 FORMAT = "annotated_ssm checkpoint"
 FORMAT_VERSION = 1
+RANDOM_SUFFIX = 8  # tempfile.mkdtemp's random characters
+_stale_optimizers: dict[int, Any] = {}  # id -> optimiser whose model fit gave other weights
+
+
+def mark_stale(optimizer: nnx.Optimizer) -> None:
+    """Record that ``optimizer``'s model no longer holds the weights its state belongs to
+    (``fit`` with ``keep_best`` put the best epoch's weights back): saving or training the
+    pair together is refused, since it could never resume exactly."""
+    _stale_optimizers[id(optimizer)] = optimizer
+
+
+def is_stale(optimizer: nnx.Optimizer | None) -> bool:
+    return optimizer is not None and _stale_optimizers.get(id(optimizer)) is optimizer
 
 
 def _model_state(model: nnx.Module):
@@ -56,6 +81,28 @@ def _model_state(model: nnx.Module):
 
 def _optimizer_state(optimizer: nnx.Optimizer):
     return nnx.state(optimizer, nnx.optimizer.OptState)
+
+
+def _is_key(value) -> bool:
+    return jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key)
+
+
+def _rng_arrays(model: nnx.Module) -> dict:
+    """The model's random streams (dropout) as a dict of plain arrays: each key as its
+    uint32 key data, each count as it is."""
+    pure = nnx.to_pure_dict(nnx.state(model, nnx.RngState))
+    return jax.tree.map(lambda v: np.asarray(jax.random.key_data(v) if _is_key(v) else v), pure)
+
+
+def _restore_rng_arrays(model: nnx.Module, arrays: dict) -> None:
+    """Put the streams saved by :func:`_rng_arrays` back into ``model``."""
+    state = nnx.state(model, nnx.RngState)
+    pure = nnx.to_pure_dict(state)
+    restored = jax.tree.map(
+        lambda old, new: jax.random.wrap_key_data(np.asarray(new), impl=jax.random.key_impl(old))
+        if _is_key(old) else jnp.asarray(new, old.dtype), pure, arrays)
+    nnx.replace_by_pure_dict(state, restored)
+    nnx.update(model, state)
 
 
 # --- Where a checkpoint may go ----------------------------------------------------------
@@ -73,16 +120,34 @@ def _is_own_checkpoint(path: pathlib.Path) -> bool:
         return False
 
 
+def _temporary_prefixes(path: pathlib.Path) -> dict[str, str]:
+    """The hidden siblings a save of ``path`` creates (before mkdtemp's random suffix)."""
+    return {kind: f".{path.name}.{kind}-{os.getpid()}-" for kind in ("partial", "previous")}
+
+
+def _limits(folder: pathlib.Path) -> tuple[int, int]:
+    """(longest file name, longest path) on the file system of an existing ``folder``."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):  # not POSIX, or unknown: the common limits
+        return 255, 4096
+
+
 def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
     """Return ``path`` as an absolute path if a checkpoint may be saved there; else raise.
 
     Allowed: a path that does not exist yet (its folder is created), an empty directory,
     or an earlier checkpoint of this package. ValueError for anything that saving would
     destroy (a file, a folder with other content, the current directory or a parent of
-    it); OSError if the folder cannot be written (found by creating and removing a
-    temporary directory there, which also works for root, whom permissions do not stop).
-    Nothing is left behind.
+    it) and for names too long for the file system (including the hidden temporary
+    siblings a save creates); OSError if the folder cannot be written (found by creating
+    and removing a directory with the save's own temporary name there, which also works
+    for root, whom permissions do not stop). Nothing is left behind.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"checkpoint path must be a str or os.PathLike; got {type(path).__name__}.")
+    if str(path) == "":
+        raise ValueError("checkpoint path must not be empty.")
     path = pathlib.Path(path).absolute()
     resolved = path.resolve()
     cwd = pathlib.Path.cwd().resolve()
@@ -103,12 +168,104 @@ def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not a directory.")
+    name_max, path_max = _limits(ancestor)
+    prefixes = _temporary_prefixes(path)
+    names = [*path.relative_to(ancestor).parts, *(p + "X" * RANDOM_SUFFIX for p in prefixes.values())]
+    too_long = [n for n in names if len(n.encode()) > name_max]
+    if too_long:
+        raise ValueError(f"checkpoint path {str(path)!r} has a name too long for this file system: saving "
+                         f"creates {too_long[0]!r} ({len(too_long[0].encode())} bytes; at most {name_max}). "
+                         f"Use a folder name of at most {name_max - len(prefixes['previous']) - RANDOM_SUFFIX + len(path.name)} "
+                         f"characters.")
+    inner = 160  # the longest path orbax writes inside a checkpoint, with room to spare
+    if len(str(path).encode()) + inner > path_max:
+        raise ValueError(f"checkpoint path {str(path)!r} is too long ({len(str(path).encode())} bytes): files "
+                         f"inside it would exceed this file system's {path_max}-byte path limit.")
     try:
-        tempfile.TemporaryDirectory(dir=ancestor, prefix=".annotated_ssm-write-test-").cleanup()
+        prefix = prefixes["partial"] if ancestor == path.parent else ".annotated_ssm-write-test-"
+        tempfile.TemporaryDirectory(dir=ancestor, prefix=prefix).cleanup()
     except OSError as error:
         raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not writable "
                       f"({error.strerror or error}).") from error
     return path
+
+
+def check_metadata(model: SequenceModel, config: Any = None, extra: dict | None = None) -> dict:
+    """The JSON-ready parts of a checkpoint's metadata; ValueError naming the first value
+    that JSON cannot store (e.g. a layer option ``b'yes'``), so a run fails before it trains."""
+    if not isinstance(getattr(model, "architecture", None), dict):
+        raise ValueError(f"model must be a SequenceClassifier or CausalSequenceModel (it records its architecture); "
+                         f"got a {type(model).__name__}.")
+    parts = {"architecture": model.architecture, "train_config": _as_json(config), "extra": extra or {}}
+    for name, value in parts.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"the checkpoint's {name} must be JSON-serialisable (str, numbers, bools, None, "
+                             f"lists, dicts with str keys); got {value!r}: {error}.") from error
+    return parts
+
+
+# --- Leftovers of interrupted saves ---------------------------------------------------------
+
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):  # it exists (another user's), or we cannot tell
+        return False
+    return False
+
+
+def _leftovers(path: pathlib.Path, kind: str) -> list[pathlib.Path]:
+    """Hidden ``.NAME.<kind>-PID-XXXXXXXX`` siblings of ``path`` left by a process that is
+    gone and holding only what a save writes (so never a user's file), newest first."""
+    if not path.parent.is_dir():
+        return []
+    found = []
+    for sibling in path.parent.glob(f".{glob_escape(path.name)}.{kind}-*"):
+        pid, sep, rest = sibling.name[len(f".{path.name}.{kind}-"):].partition("-")
+        if not (sep and pid.isdigit() and len(rest) == RANDOM_SUFFIX) or not sibling.is_dir() or sibling.is_symlink():
+            continue
+        if int(pid) == os.getpid() or not _process_is_gone(int(pid)):
+            continue  # a save in progress
+        names = {p.name for p in sibling.iterdir()}
+        ours = all(n == METADATA_FILE or n.split(".")[0] in ARRAYS for n in names)
+        if ours and (METADATA_FILE not in names or _is_own_checkpoint(sibling)):
+            found.append(sibling)
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def recover_checkpoint(path: str | os.PathLike) -> pathlib.Path | None:
+    """If ``path`` is missing because a save crashed between its two renames, put the
+    newest complete leftover (``.NAME.partial-…``, else ``.NAME.previous-…``) back at
+    ``path`` and return it; else return None. Then remove the remaining leftovers."""
+    path = pathlib.Path(path).absolute()
+    recovered = None
+    if not path.exists():
+        for candidate in _leftovers(path, "partial") + _leftovers(path, "previous"):
+            if _is_own_checkpoint(candidate):
+                os.replace(candidate, path)
+                recovered = path
+                break
+    if path.exists():
+        for leftover in _leftovers(path, "partial") + _leftovers(path, "previous"):
+            shutil.rmtree(leftover, ignore_errors=True)
+    return recovered
+
+
+def _leftover_note(path: pathlib.Path) -> str:
+    """A sentence naming a complete leftover of an interrupted save of ``path``, or ''."""
+    complete = [p for p in _leftovers(path, "partial") + _leftovers(path, "previous") if _is_own_checkpoint(p)]
+    if not complete:
+        return ""
+    return (f" An interrupted save left a complete checkpoint at {str(complete[0])!r}: rename it to "
+            f"{str(path)!r}, or call recover_checkpoint({str(path)!r}).")
 
 
 # --- Saving -------------------------------------------------------------------------------
@@ -125,28 +282,37 @@ def _write(directory: pathlib.Path, tree: dict, metadata: dict) -> None:
 
 
 def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nnx.Optimizer | None = None, *,
-                    config: Any = None, extra: dict | None = None) -> pathlib.Path:
+                    config: Any = None, extra: dict | None = None,
+                    training_state: dict | None = None) -> pathlib.Path:
     """Save ``model`` (and ``optimizer``, to resume training) into the directory ``path``.
 
     Args:
         path: a new path, an empty directory, or an earlier checkpoint (replaced only once the
             new one is complete); anything else raises ValueError (see :func:`check_checkpoint_path`).
         model: a ``SequenceClassifier`` or ``CausalSequenceModel``; its ``architecture`` is
-            stored so :func:`load_model` can rebuild it.
+            stored so :func:`load_model` can rebuild it. Its dropout streams are saved too.
         optimizer: its state (moments, step count) is saved too when given.
         config: a ``TrainConfig`` (any dataclass) recorded for reference.
         extra: more JSON-serialisable facts to record (e.g. metrics).
+        training_state: where ``fit`` was (epoch, history, …), recorded to resume a run.
 
-    Returns the absolute path. Raises ValueError if a parameter is NaN or infinite: a
-    diverged model never replaces a good checkpoint.
+    Returns the absolute path. Raises ValueError if a parameter is NaN or infinite (a
+    diverged model never replaces a good checkpoint), and if ``optimizer`` belongs to other
+    weights than the model holds (after ``fit`` kept the best epoch's weights).
     """
     path = check_checkpoint_path(path)
-    if not isinstance(getattr(model, "architecture", None), dict):
-        raise ValueError(f"model must be a SequenceClassifier or CausalSequenceModel (it records its architecture); "
-                         f"got a {type(model).__name__}.")
+    parts = check_metadata(model, config, extra)
+    if is_stale(optimizer):
+        raise ValueError("this optimizer's model holds the best epoch's weights (fit with keep_best put them "
+                         "back), not the weights the optimizer's state belongs to: together they could not "
+                         "resume training. Save the model alone, or give fit a checkpoint folder, which saves "
+                         "the training state and the best model separately.")
     tree = {"model": nnx.to_pure_dict(_model_state(model))}
     if optimizer is not None:
         tree["optimizer"] = nnx.to_pure_dict(_optimizer_state(optimizer))
+    rng = _rng_arrays(model)
+    if rng:
+        tree["rng"] = rng
     bad = [jax.tree_util.keystr(p) for p, leaf in jax.tree_util.tree_leaves_with_path(tree["model"])
            if np.issubdtype(np.asarray(leaf).dtype, np.inexact) and not np.all(np.isfinite(np.asarray(leaf)))]
     if bad:
@@ -156,35 +322,39 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "package_version": __version__,
-        "architecture": model.architecture,
+        "architecture": parts["architecture"],
         "has_optimizer": optimizer is not None,
         "step": int(optimizer.step[...]) if optimizer is not None else None,
-        "train_config": _as_json(config),
-        "extra": extra or {},
+        "train_config": parts["train_config"],
+        "extra": parts["extra"],
+        "training_state": training_state,
     }
     try:
         json.dumps(metadata)
-    except TypeError as error:
-        raise ValueError(f"the checkpoint's metadata must be JSON-serialisable (architecture, config, extra): "
-                         f"{error}") from error
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the checkpoint's training_state must be JSON-serialisable: {error}") from error
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.partial-"))
+    recover_checkpoint(path)  # a crashed earlier save: put its checkpoint back, remove its debris
+    prefixes = _temporary_prefixes(path)
+    partial = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=prefixes["partial"]))
     try:
         _write(partial, tree, metadata)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     previous = None
-    if path.exists():  # an earlier checkpoint (checked above) or an empty folder: move it aside first
-        previous = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.previous-"))
-        os.replace(path, previous)  # previous is an empty directory, so rename may replace it
     try:
+        if path.exists():  # an earlier checkpoint (checked above) or an empty folder: move it aside first
+            previous = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=prefixes["previous"]))
+            os.replace(path, previous)  # previous is an empty directory, so rename may replace it
         os.replace(partial, path)
     except BaseException:
-        if previous is not None:
+        if previous is not None and not path.exists():
             os.replace(previous, path)
         shutil.rmtree(partial, ignore_errors=True)
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
         raise
     if previous is not None:
         shutil.rmtree(previous, ignore_errors=True)
@@ -192,13 +362,28 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
 
 
 def _as_json(config: Any) -> Any:
-    import dataclasses
-
     if config is None:
         return None
     if dataclasses.is_dataclass(config):
         return dataclasses.asdict(config)
     return config
+
+
+@contextlib.contextmanager
+def _quiet_orbax():
+    """Silence orbax while reading: on a corrupted file its reader threads log warnings and
+    print each failed coroutine's traceback ("Exception ignored in …", dozens of lines),
+    although the error we raise already says what is wrong."""
+    absl_logger = logging.getLogger("absl")
+    level, hook = absl_logger.level, sys.unraisablehook
+    absl_logger.setLevel(logging.CRITICAL)
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        yield
+    finally:
+        gc.collect()  # the failed coroutines are reported when collected: collect them now
+        sys.unraisablehook = hook
+        absl_logger.setLevel(level)
 
 
 # --- Reading ------------------------------------------------------------------------------
@@ -212,7 +397,7 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     path = pathlib.Path(path).absolute()
     file = path / METADATA_FILE
     if not path.is_dir():
-        raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.")
+        raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.{_leftover_note(path)}")
     if not file.is_file():
         raise ValueError(f"{str(path)!r} is not an annotated_ssm checkpoint: it has no {METADATA_FILE} "
                          f"(an incomplete save, or a folder written by something else).")
@@ -254,24 +439,34 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
     if optimizer is not None and not info["has_optimizer"]:
         raise ValueError(f"the checkpoint at {str(path)!r} holds no optimiser state (it was saved without one); "
                          f"restore only the model.")
-    target = {"model": _model_state(model)}
+    target = {"model": nnx.to_pure_dict(_model_state(model))}
     if optimizer is not None:
-        target["optimizer"] = _optimizer_state(optimizer)
+        target["optimizer"] = nnx.to_pure_dict(_optimizer_state(optimizer))
+    rng = _rng_arrays(model)
+    if rng and (path / "rng").is_dir():  # checkpoints of version 0.x before the streams were saved
+        target["rng"] = rng
+    restored = {}
     checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
     try:
-        for key, state in target.items():
-            abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), nnx.to_pure_dict(state))
-            try:
-                restored = checkpointer.restore(path / key, args=ocp.args.StandardRestore(abstract))
-            except (ValueError, KeyError, OSError) as error:
-                raise ValueError(f"could not read the {key} arrays of the checkpoint at {str(path)!r} (corrupted or "
-                                 f"incomplete {key}/ folder?): {error}") from error
-            nnx.replace_by_pure_dict(state, restored)
+        with _quiet_orbax():
+            for key, pure in target.items():
+                abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), pure)
+                try:
+                    restored[key] = checkpointer.restore(path / key, args=ocp.args.StandardRestore(abstract))
+                except Exception as error:  # orbax and tensorstore raise many kinds on a bad file
+                    raise ValueError(f"could not read the {key} arrays of the checkpoint at {str(path)!r} "
+                                     f"(corrupted or incomplete {key}/ folder?): "
+                                     f"{str(error).splitlines()[0][:300] if str(error) else type(error).__name__}"
+                                     ) from error
     finally:
         checkpointer.close()
-    nnx.update(model, target["model"])
-    if optimizer is not None:
-        nnx.update(optimizer, target["optimizer"])
+    for key, owner, state in (("model", model, _model_state(model)),
+                              ("optimizer", optimizer, optimizer and _optimizer_state(optimizer))):
+        if key in restored:
+            nnx.replace_by_pure_dict(state, restored[key])
+            nnx.update(owner, state)
+    if "rng" in restored:
+        _restore_rng_arrays(model, restored["rng"])
     return info
 
 

@@ -39,7 +39,7 @@ def listing(folder: pathlib.Path) -> list[str]:
 def test_load_model_rebuilds_the_architecture_and_the_weights(tmp_path):
     model = classifier(seed=3, pooling="last", norm="batch", init="legs")
     path = save_checkpoint(tmp_path / "run" / "ckpt", model, config=TrainConfig(epochs=7), extra={"note": "x"})
-    assert path == tmp_path / "run" / "ckpt" and listing(path) == ["annotated_ssm.json", "model"]
+    assert path == tmp_path / "run" / "ckpt" and listing(path) == ["annotated_ssm.json", "model", "rng"]
     info = read_checkpoint_info(path)
     assert info["package_version"] == __version__ and info["train_config"]["epochs"] == 7
     assert info["architecture"] == dict(model.architecture) and info["extra"] == {"note": "x"}
