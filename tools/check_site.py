@@ -1,16 +1,26 @@
 """Open every page of the built website in headless Chromium, offline, and report problems.
 
 Serves _build/html on localhost, opens each page in Chromium (driven by playwright-core
-from .node/, installed by `make node`) with every request that leaves localhost blocked, and
-prints per page: MathJax errors (TeX that does not parse, macros nobody defined), console
-errors and uncaught exceptions, blocked requests, and horizontal overflow (the article wider
-than its box; code or output blocks with lines over 100 characters). Blocks that scroll
-sideways at 1280 px are counted, not failed: the theme's code box holds ~78 characters.
+from .node/, installed by `make node`) with every request that leaves localhost blocked, on
+a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
+
+- MathJax errors (TeX that does not parse, macros nobody defined), console errors and
+  uncaught exceptions, blocked requests;
+- code or output blocks with lines over 100 characters, and any that scroll sideways at
+  1280 px (the article leaves room for 100 characters: tools/sphinx_ext/static/site_layout.css);
+- horizontal overflow: the article wider than its box; anything cut off, at either width
+  (an equation, table, code block, image or output wider than the screen or than a box that
+  clips it, and not inside a box of its own that scrolls sideways);
+- the buttons: on the phone, tapping ☰ must open the site's navigation (shown, whole, on
+  screen) and tapping Contents the page's table of contents, where the page has one; on the
+  desktop, ☰ must hide the navigation column and Contents, where the table of contents is
+  behind it, open it.
 
     make book && python tools/check_site.py                  # exit 1 if any page has a problem
-    python tools/check_site.py --shots /tmp/shots            # also screenshots: the S4 chapter's
-                                                             # headings, each chapter's first figure
-                                                             # at 400 px
+    python tools/check_site.py --shots /tmp/shots            # also screenshots: each page at
+                                                             # 400 px with ☰ and Contents opened,
+                                                             # the S4 chapter's headings, each
+                                                             # chapter's first figure at 400 px
 Needs Chromium (Debian: apt-get install chromium; or --chromium PATH).
 """
 
@@ -64,8 +74,18 @@ def problems(report: dict) -> list[str]:
     lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
     if report["overflow"]:
         lines.append(f"horizontal overflow: {report['overflow']}")
-    lines += report["wideCode"]
+    lines += [f"1280 px: {text}" for text in report["wideCode"]]
+    lines += [f"1280 px: {text}" for text in report["cutDesktop"] + report["togglesDesktop"]]
+    lines += [f"400 px: {text}" for text in report["cutPhone"] + report["togglesPhone"]]
     return lines
+
+
+def summary(report: dict) -> str:
+    """What was measured on a page, problems or not."""
+    return (f"{report['math']} math; 1280 px: {report['scrolling']} of {report['blocks']} "
+            f"code/output blocks scroll sideways, {len(report['cutDesktop'])} cut off, "
+            f"{len(report['togglesDesktop'])} button failures; 400 px: "
+            f"{len(report['cutPhone'])} cut off, {len(report['togglesPhone'])} button failures")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         found = problems(report)
         bad += bool(found)
-        print(f"{report['page']}: {report['math']} math, {report['scrolling']} code/output "
-              f"blocks scroll at 1280 px, " + ("OK" if not found else f"{len(found)} problem(s)"))
+        print(f"{report['page']}: {summary(report)}: "
+              + ("OK" if not found else f"{len(found)} problem(s)"))
         for problem in found:
             print(f"    {problem}")
     print(f"{len(chosen)} pages, {bad} with problems")

@@ -8,9 +8,11 @@ and keeps wide display equations and tables inside their own scroll boxes on pho
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
+CSS = STATIC / "site_layout.css"
 
 
 def _add_static_path(app):
@@ -22,5 +24,9 @@ def _add_static_path(app):
 def setup(app):
     app.connect("builder-inited", _add_static_path)
     # After the themes' stylesheets (which Sphinx writes first), so these rules win ties.
-    app.add_css_file("site_layout.css")
+    app.add_css_file(CSS.name)
+    # Sphinx copies static files only when some page is rewritten: a changed stylesheet
+    # changes this value, which makes Sphinx rewrite every page (and so copy it).
+    app.add_config_value("site_layout_css_digest", hashlib.sha256(CSS.read_bytes()).hexdigest(),
+                         "html")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
