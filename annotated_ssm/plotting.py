@@ -407,7 +407,7 @@ def figure4(inits: dict, N: int):
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 
-__all__ += ["block_eigenvalues_figure", "scan_timing_figure", "irregular_sampling_figure"]
+__all__ += ["block_eigenvalues_figure", "scan_tree_figure", "scan_timing_figure", "irregular_sampling_figure"]
 
 
 def block_eigenvalues_figure(spectra: dict, *, title: str | None = None):
@@ -427,6 +427,66 @@ def block_eigenvalues_figure(spectra: dict, *, title: str | None = None):
             ax.set_ylabel("")
         if title:
             fig.suptitle(title)
+    return fig
+
+
+def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | None = None):
+    """How an associative scan combines its elements, level by level, at the page's width.
+
+    Row 0 holds the elements c_0 … c_{L-1}; row k what each position holds after level k. A box
+    "a–b" holds c_a • c_{a+1} • … • c_b. The structure is given, not computed: chapter 7 records
+    it from ``jax.lax.associative_scan`` itself.
+
+    Args:
+        levels: one list per level, in the order the levels run, of the combinations made in it:
+            ``((a, b), (b + 1, c))`` combines the element holding c_a … c_b with the one holding
+            c_{b+1} … c_c; the result, c_a … c_c, is drawn at position c (where the right one is).
+        length: L, the number of elements.
+        level_labels: a name per level (default "level 1", "level 2", …).
+        title: drawn above the rows.
+
+    Raises:
+        ValueError: a combination of ranges that do not meet, or beyond position L - 1.
+    """
+    held = [(i, i) for i in range(length)]  # what each position holds, as a range of inputs
+    rows = [list(held)]
+    for level in levels:
+        for left, right in level:
+            if left[1] + 1 != right[0] or right[1] >= length or left[0] > left[1] or right[0] > right[1]:
+                raise ValueError(f"cannot combine the ranges {tuple(left)} and {tuple(right)} of {length} elements")
+            held[right[1]] = (left[0], right[1])
+        rows.append(list(held))
+    labels = ["inputs"] + list(level_labels or [f"level {k + 1}" for k in range(len(levels))])
+    if len(labels) != len(rows):
+        raise ValueError(f"{len(levels)} levels but {len(labels) - 1} level labels")
+    blue, grey = "C0", "0.6"
+    with page_style():
+        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 0.75 * len(rows) + 1.0), layout=_page_layout())
+        for r, row in enumerate(rows):
+            changed = {right[1]: left[1] for left, right in levels[r - 1]} if r else {}
+            for i, (first, last) in enumerate(row):
+                text = f"{first}" if first == last else f"{first}–{last}"
+                new = i in changed
+                ax.text(i, -r, text, ha="center", va="center", fontsize=12, color="k" if new or not r else "0.45",
+                        bbox=dict(boxstyle="round,pad=0.3", fc="#cfe2f3" if new else "white",
+                                  ec=blue if new else grey, lw=1.2 if new else 0.8))
+                if not r:
+                    continue
+                arrows = [(i, grey, 0.8)] if not new else [(i, blue, 1.3), (changed[i], blue, 1.3)]
+                for source, color, width in arrows:
+                    ax.annotate("", xy=(i, -r), xytext=(source, -(r - 1)),
+                                arrowprops=dict(arrowstyle="-|>" if color == blue else "-", color=color, lw=width,
+                                                shrinkA=11, shrinkB=11, mutation_scale=12))
+        ax.set_xlim(-0.6, length - 0.4)
+        ax.set_ylim(-(len(rows) - 1) - 0.5, 0.5)
+        ax.set_yticks([-r for r in range(len(rows))], labels)
+        ax.set_xticks(range(length))
+        ax.set_xlabel(r"position $\ell$ (a box a–b holds $c_a \bullet \cdots \bullet c_b$)")
+        ax.tick_params(length=0)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        if title:
+            ax.set_title(title)
     return fig
 
 

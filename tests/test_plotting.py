@@ -40,6 +40,18 @@ def _stored_width(fig) -> int:
     return Image.open(io.BytesIO(buffer.getvalue())).size[0]
 
 
+# The combinations jax.lax.associative_scan makes for L = 8 (chapter 7 records them from JAX):
+# three levels up, two down.
+SCAN_LEVELS_8 = [
+    [((0, 0), (1, 1)), ((2, 2), (3, 3)), ((4, 4), (5, 5)), ((6, 6), (7, 7))],
+    [((0, 1), (2, 3)), ((4, 5), (6, 7))],
+    [((0, 3), (4, 7))],
+    [((0, 3), (4, 5))],
+    [((0, 1), (2, 2)), ((0, 3), (4, 4)), ((0, 5), (6, 6))],
+]
+SCAN_LABELS_8 = ["up 1", "up 2", "up 3", "down 1", "down 2"]
+
+
 def _page_figures():
     steps = 2.0 / 2.0 ** np.arange(4, 10)
     rules = {"euler": steps, "bilinear": steps**2, "zoh": np.full_like(steps, 1e-15)}
@@ -56,6 +68,8 @@ def _page_figures():
         "dss_kernels": lambda: plotting.dss_kernels_figure({"exp": kernels, "softmax": -kernels, "growing": kernels},
                                                            labels=["Δ = 0.01", "Δ = 0.1"]),
         "figure3": lambda: plotting.figure3(step=0.01, t_max=1.0),
+        "scan_tree": lambda: plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=SCAN_LABELS_8,
+                                                       title="jax.lax.associative_scan, L = 8"),
         "block_eigenvalues": lambda: plotting.block_eigenvalues_figure(
             {"J = 1 block": lam, "J = 2 blocks": lam / 2, "J = 4 blocks": lam / 4}, title="S5 eigenvalues"),
         "sequence_examples": lambda: plotting.sequence_examples(np.random.default_rng(0).standard_normal((10, 40, 1)),
@@ -121,3 +135,18 @@ def test_page_style_does_not_leak():
     before = plt.rcParams["font.size"], plt.rcParams["figure.dpi"]
     plt.close(plotting.signal_figure(T, np.sin(T)))
     assert (plt.rcParams["font.size"], plt.rcParams["figure.dpi"]) == before
+
+
+def test_scan_tree_figure_draws_what_each_position_holds():
+    """The last row of a complete scan holds every prefix c_0 • … • c_ℓ; bad ranges are refused."""
+    fig = plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=SCAN_LABELS_8)
+    try:
+        boxes = [text.get_text() for text in fig.axes[0].texts if text.get_text()]  # not the arrows
+        assert len(boxes) == 8 * 6
+        assert boxes[-8:] == ["0"] + [f"0–{i}" for i in range(1, 8)]
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="cannot combine"):
+        plotting.scan_tree_figure([[((0, 1), (3, 3))]], 4)  # c_2 is missing between them
+    with pytest.raises(ValueError, match="level labels"):
+        plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=["up"])
