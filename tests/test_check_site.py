@@ -1,0 +1,58 @@
+"""tools/check_site.py finds what it promises to find, on a small page made to fail.
+
+The page has a table wider than a phone outside any scroll box (cut off at 400 px), the
+same table inside a box that scrolls (fine), a code block that scrolls sideways at 1280 px,
+and no ☰ button. Needs Chromium and playwright-core (`make node`); skipped without them.
+"""
+
+import importlib.util
+import pathlib
+import shutil
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PLAYWRIGHT = ROOT / ".node" / "node_modules" / "playwright-core"
+
+
+def _check_site():
+    spec = importlib.util.spec_from_file_location("check_site", ROOT / "tools" / "check_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PAGE = """<!doctype html>
+<html><head><meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body><main><article class="bd-article" style="padding: 0 16px">
+<p>A page made to fail.</p>
+<table id="bare" style="width: 800px"><tr><td>wide and cut off on a phone</td></tr></table>
+<div style="overflow-x: auto"><table style="width: 800px"><tr><td>wide, scrolls</td></tr></table></div>
+<pre style="width: 300px; overflow: auto">{line}</pre>
+</article></main></body></html>
+"""
+
+
+def test_problems_lists_each_width():
+    report = {"mathErrors": [], "console": [], "exceptions": [], "blocked": [], "overflow": None,
+              "wideCode": ["code block scrolls sideways"], "cutDesktop": [],
+              "togglesDesktop": [], "cutPhone": ['table "x" cut off'],
+              "togglesPhone": ["tapping ☰ does not open the site's navigation"]}
+    assert _check_site().problems(report) == [
+        "1280 px: code block scrolls sideways", '400 px: table "x" cut off',
+        "400 px: tapping ☰ does not open the site's navigation"]
+
+
+@pytest.mark.skipif(not (pathlib.Path(CHROMIUM).exists() and PLAYWRIGHT.is_dir()),
+                    reason="needs Chromium and playwright-core (make node)")
+def test_a_broken_page_fails(tmp_path, capsys):
+    (tmp_path / "index.html").write_text(PAGE.format(line="x = 1  # " + "long " * 16),
+                                         encoding="utf-8")
+    assert _check_site().main(["--site", str(tmp_path), "--chromium", CHROMIUM]) == 1
+    out = capsys.readouterr().out
+    assert "1280 px: code block scrolls sideways" in out
+    assert "400 px: table \"wide and cut off on a phone\" (800 px wide) cut off by the screen's edge" in out
+    assert "wide, scrolls" not in out
+    assert "400 px: no ☰ button" in out
+    assert "1 pages, 1 with problems" in out
