@@ -14,13 +14,18 @@ a run before any data is loaded or anything compiled.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
-from ._validation import check_choice
+import numpy as np
+
+from ._validation import check_choice, default_float_dtype
 from .layers import LAYERS
 
-__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS"]
+__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "MAX_SEED", "check_seed"]
+
+MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
 
 NORMS = ("layer", "batch")
 POOLINGS = ("mean", "last")
@@ -33,9 +38,32 @@ def _field(default: Any, help: str, **metadata) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}.")
+def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
+            maximum is not None and value > maximum):
+        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {allowed}; got {value!r}.")
+
+
+def check_seed(name: str, value: Any) -> int:
+    """Return ``value`` as int; ValueError unless it is an integer in [0, MAX_SEED]
+    (a float such as 1.7 is refused, not truncated)."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    _check_int(name, value, 0, MAX_SEED)
+    return value
+
+
+def _check_step_size(name: str, value: float) -> None:
+    """A step size must be a finite normal number in the float dtype the layers compute in
+    (float32 unless jax_enable_x64): 1e-50 is 0 there (log Δ = -inf) and 1e39 is inf."""
+    dtype = default_float_dtype()
+    info = np.finfo(dtype)
+    with np.errstate(over="ignore", under="ignore"):
+        cast = dtype.type(value)
+    if not (np.isfinite(cast) and cast >= info.tiny):
+        raise ValueError(f"{name}={value!r} is {cast} in {dtype.name}, the dtype the layers compute in; "
+                         f"it must be in [{info.tiny:.3g}, {info.max:.3g}].")
 
 
 def _check_real(name: str, value: Any, low: float, high: float, *, closed_high: bool = True,
@@ -86,6 +114,7 @@ class ModelConfig:
         for name in ("step_min", "step_max"):
             if getattr(self, name) is not None:
                 _check_real(name, getattr(self, name), 0.0, math.inf, open_low=True)
+                _check_step_size(name, getattr(self, name))
         if self.step_min is not None and self.step_max is not None and self.step_min > self.step_max:
             raise ValueError(f"step_min must be <= step_max; got step_min={self.step_min}, step_max={self.step_max}.")
         if not isinstance(self.layer_options, dict) or not all(
@@ -94,6 +123,11 @@ class ModelConfig:
         reserved = {"d_model", "state_size", "bidirectional", "rngs", "step_min", "step_max"} & set(self.layer_options)
         if reserved:
             raise ValueError(f"layer_options may not set {sorted(reserved)}: they are ModelConfig fields.")
+        try:  # a checkpoint records them: find out now, not after training
+            json.dumps(self.layer_options, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"layer_options must be storable as JSON in a checkpoint (str, finite numbers, "
+                             f"bools, None, lists, dicts); got {self.layer_options!r} ({error}).") from error
 
     def model_kwargs(self, task: str) -> dict[str, Any]:
         """Keyword arguments of ``SequenceClassifier`` / ``CausalSequenceModel`` for ``task``.
@@ -141,6 +175,13 @@ class TrainConfig:
     keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best validation score")
     eval_batch_size: int = _field(500, "batch size of evaluation")
     progress: bool = _field(True, "show a progress bar")
+    save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state every this "
+                                                "many steps (also on Ctrl-C and at the end)")
+    save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training state when "
+                                                    "this many minutes have passed since the last save")
+
+    RESUME_IRRELEVANT = ("progress", "save_every_steps", "save_every_minutes", "eval_batch_size")
+    """Fields a resumed run may change: they do not change what is trained."""
 
     def __post_init__(self):
         self.validate()
@@ -149,7 +190,7 @@ class TrainConfig:
         """ValueError naming the first field whose value is not allowed."""
         for name in ("epochs", "batch_size", "eval_batch_size"):
             _check_int(name, getattr(self, name), 1)
-        _check_int("seed", self.seed, 0)
+        check_seed("seed", self.seed)
         if self.max_steps is not None:
             _check_int("max_steps", self.max_steps, 1)
         for name in ("lr", "ssm_lr", "weight_decay"):
@@ -158,3 +199,7 @@ class TrainConfig:
         _check_real("validation_fraction", self.validation_fraction, 0.0, 1.0, closed_high=False)
         _check_bool("keep_best", self.keep_best)
         _check_bool("progress", self.progress)
+        if self.save_every_steps is not None:
+            _check_int("save_every_steps", self.save_every_steps, 1)
+        if self.save_every_minutes is not None:
+            _check_real("save_every_minutes", self.save_every_minutes, 0.0, math.inf, open_low=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import importlib
+import inspect
 import os
 import pathlib
 import random
@@ -33,7 +34,9 @@ from typing import Callable, Iterator
 import numpy as np
 import pooch
 
-from ._validation import check_choice, check_positive_int
+from ._validation import check_choice, check_positive_int, computation_dtypes, default_float_dtype
+
+MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
 
 __all__ = [
     "Dataset",
@@ -52,6 +55,7 @@ __all__ = [
     "read_cifar_binary",
     "fetch",
     "cache_dir",
+    "check_dataset",
 ]
 
 
@@ -76,6 +80,9 @@ class Dataset:
     task: str
     n_classes: int | None = None
 
+    def __post_init__(self):
+        check_dataset(self)
+
     @property
     def length(self) -> int:
         return self.x_train.shape[1]
@@ -95,6 +102,88 @@ class Dataset:
             f"Dataset({self.name!r}: {len(self.x_train)} train / {len(self.x_test)} test, "
             f"length {self.length}, {self.channels} channel(s), {self.task}, {what})"
         )
+
+
+def _check_inputs(name: str, x) -> None:
+    """x must be an (n, L, C) real array, n, L, C >= 1, finite in the dtype training uses."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array; got {type(x).__name__}.")
+    if x.ndim != 3 or 0 in x.shape:
+        raise ValueError(f"{name} must have shape (samples, length, channels), each >= 1; got shape {x.shape}.")
+    dtype = computation_dtypes(name, x)[0]
+    if dtype.itemsize > default_float_dtype().itemsize:  # float64 becomes float32 without x64
+        dtype = default_float_dtype()
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(x.astype(dtype, copy=False))
+    if not finite.all():
+        where = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(f"{name} must be finite in {dtype.name} (the dtype training computes in); got "
+                         f"{x[where]} at (sample, step, channel) {where}, the first of "
+                         f"{int(finite.size - finite.sum())} non-finite entries.")
+
+
+def _check_labels(name: str, y, n: int, n_classes: int) -> None:
+    """y must be n integer class labels in [0, n_classes)."""
+    if not isinstance(y, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array; got {type(y).__name__}.")
+    if y.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), one label per sequence; got shape {y.shape}.")
+    if y.dtype == bool or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"{name} must hold integer class labels; got dtype {y.dtype} "
+                         f"(convert with y.astype(np.int32) if the values are whole numbers).")
+    bad = (y < 0) | (y >= n_classes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name} must hold class labels in [0, {n_classes}) (n_classes={n_classes}); got "
+                         f"{int(y[i])} at index {i}, the first of {int(bad.sum())} out of range.")
+
+
+def check_dataset(dataset: "Dataset") -> None:
+    """ValueError (TypeError for a wrong type) naming the first thing that cannot train:
+    inputs not (n, L, C) with n, L, C >= 1 or not finite after the cast to the training
+    dtype, labels not integers in [0, n_classes), targets not finite or not (n, L, D)."""
+    check_choice("task", dataset.task, ("classification", "regression"))
+    for part in ("train", "test"):
+        _check_inputs(f"x_{part}", getattr(dataset, f"x_{part}"))
+    if dataset.x_train.shape[1:] != dataset.x_test.shape[1:]:
+        raise ValueError(f"x_train and x_test must have the same length and channels; got shapes "
+                         f"{dataset.x_train.shape} and {dataset.x_test.shape}.")
+    if dataset.task == "classification":
+        n_classes = dataset.n_classes
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
+            raise ValueError(f"n_classes must be an integer >= 2 for a classification data set; got {n_classes!r}.")
+        for part in ("train", "test"):
+            x = getattr(dataset, f"x_{part}")
+            _check_labels(f"y_{part}", getattr(dataset, f"y_{part}"), len(x), int(n_classes))
+        return
+    if dataset.n_classes is not None:
+        raise ValueError(f"n_classes must be None for a regression data set; got {dataset.n_classes!r}.")
+    for part in ("train", "test"):
+        x, y = getattr(dataset, f"x_{part}"), getattr(dataset, f"y_{part}")
+        _check_inputs(f"y_{part}", y)
+        if y.shape[:2] != x.shape[:2]:
+            raise ValueError(f"y_{part} must have shape (samples, length, targets) with the samples and length "
+                             f"of x_{part} {x.shape[:2]}; got shape {y.shape}.")
+    if dataset.y_train.shape[2] != dataset.y_test.shape[2]:
+        raise ValueError(f"y_train and y_test must have the same number of targets per step; got shapes "
+                         f"{dataset.y_train.shape} and {dataset.y_test.shape}.")
+
+
+def _check_seed(name: str, seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {seed!r}.")
+    return int(seed)
+
+
+def _check_fraction(name: str, value, n: int) -> float:
+    """A split fraction in (0, 1) that leaves both parts of n samples non-empty."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number in (0, 1); got {value!r}.")
+    n_part = int(round(value * n))
+    if not 0 < n_part < n:
+        raise ValueError(f"{name}={value!r} of {n} samples leaves an empty split ({n_part} and {n - n_part}); "
+                         f"choose a fraction between {1 / n:.3g} and {1 - 1 / n:.3g}.")
+    return float(value)
 
 
 def _standardise(x_train: np.ndarray, x_test: np.ndarray):
@@ -125,6 +214,8 @@ def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
                "shear_scale", "final_seq_length")
     for key, value in (options or {}).items():
         check_choice("mnist1d option", key, allowed)
+        if key in ("template_len", "final_seq_length"):
+            check_positive_int(key, value, minimum=1)
         setattr(args, key, value)
     args.num_samples = num_samples
     args.seed = seed
@@ -145,7 +236,7 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
     ``max_translation=1, shear_scale=0`` for digits that stay in place and keep their shape.
     """
     num_samples = check_positive_int("num_samples", num_samples, minimum=10)
-    data = _mnist1d_arrays(num_samples, seed, options)
+    data = _mnist1d_arrays(num_samples, _check_seed("seed", seed), options)
     return Dataset(
         "mnist1d",
         data["x"][..., None].astype(np.float32),
@@ -159,7 +250,9 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
 
 def _digit_pixels(seed: int, test_fraction: float):
     """scikit-learn's 1797 8x8 digits, pixels in [0, 1], split with a seeded permutation."""
+    seed = _check_seed("seed", seed)
     digits = _book_module("sklearn.datasets", "the digits data set").load_digits()
+    test_fraction = _check_fraction("test_fraction", test_fraction, len(digits.images))
     pixels = (digits.images.reshape(len(digits.images), 64) / 16.0).astype(np.float32)
     order = np.random.default_rng(seed).permutation(len(pixels))
     n_test = int(round(test_fraction * len(pixels)))
@@ -204,6 +297,8 @@ def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 4
     the first 40 steps to wherever the model reads it out. Returns x of shape (n, length, 1).
     ``options`` go to the MNIST-1D generator (see :func:`load_mnist1d`)."""
     length = check_positive_int("length", length, minimum=40)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0; got {noise!r}.")
     base = load_mnist1d(num_samples, seed, **options)
     rng = np.random.default_rng(seed)
 
@@ -345,7 +440,12 @@ DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else 
 def load_dataset(name: str, **kwargs) -> Dataset:
     """The dataset registered under ``name`` (one of ``DATASETS``); kwargs go to its loader."""
     check_choice("dataset", name, DATASETS)
-    return DATASETS[name](**kwargs)
+    loader = DATASETS[name]
+    try:
+        inspect.signature(loader).bind(**kwargs)
+    except TypeError as error:
+        raise ValueError(f"load_dataset({name!r}) does not take these options: {error}.") from error
+    return loader(**kwargs)
 
 
 def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None = None,

@@ -19,9 +19,15 @@ evaluates the test set once, at the end; ``fit_seeds`` repeats a run over seeds 
 summarises mean ± standard deviation. Checkpoints (``annotated_ssm.checkpoint``) record the
 architecture, so ``load_model(path)`` rebuilds a model without repeating it.
 
+Training is a resumable state: given a run folder, ``fit`` saves model, optimiser,
+dropout streams, step and history to ``folder/last`` (periodically, on Ctrl-C and at the
+end) and the best model on validation to ``folder/best``; ``fit(..., resume_from=folder)``
+continues bit for bit where it stopped.
+
 Command line (its options are generated from the two dataclasses)::
 
-    python -m annotated_ssm.train --layer s4d --dataset mnist1d --epochs 20
+    python -m annotated_ssm.train --layer s4d --dataset mnist1d --epochs 20 --checkpoint runs/s4d
+    python -m annotated_ssm.train ... --checkpoint runs/s4d --resume   # after Ctrl-C
     python -m annotated_ssm.train --help
 """
 
@@ -29,14 +35,20 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import functools
 import json
 import math
+import os
 import pathlib
+import shutil
+import signal
 import sys
+import threading
 import time
 import typing
+import zlib
 from typing import Any
 
 import jax
@@ -47,9 +59,10 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from .checkpoint import check_checkpoint_path, load_model, read_checkpoint_info, restore_checkpoint, save_checkpoint
-from .config import ModelConfig, TrainConfig
-from .data import DATASET_TASKS, DATASETS, Dataset, batches, load_dataset, validation_split
+from .checkpoint import (check_checkpoint_path, check_metadata, is_stale, load_model, mark_stale, read_checkpoint_info,
+                         recover_checkpoint, restore_checkpoint, save_checkpoint)
+from .config import ModelConfig, TrainConfig, check_seed
+from .data import DATASET_TASKS, DATASETS, Dataset, batches, check_dataset, load_dataset, validation_split
 from .layers import SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
 
@@ -58,6 +71,8 @@ __all__ = [
     "TrainConfig",
     "History",
     "DivergedError",
+    "TrainingInterrupted",
+    "check_run_folder",
     "SeedResults",
     "build_model",
     "check_model_matches",
@@ -315,8 +330,192 @@ def _score(metrics: dict[str, float]) -> float:
     return metrics["accuracy"] if "accuracy" in metrics else -metrics["loss"]
 
 
+# --- Run folders: the training state and the best model, side by side ----------------------
+
+LAST, BEST = "last", "best"
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped ``fit`` after it saved the training state: ``step`` is the
+    last step done, ``path`` the run folder to give ``fit(..., resume_from=path)``."""
+
+    def __init__(self, step: int, path: pathlib.Path):
+        super().__init__(f"interrupted at step {step}; the training state is saved in {str(path / LAST)!r}: "
+                         f"resume with fit(..., resume_from={str(path)!r}) or --resume.")
+        self.step = step
+        self.path = path
+
+
+def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathlib.Path:
+    """Return ``path`` (absolute) if ``fit`` may keep a run there; else raise ValueError.
+
+    A run folder holds ``last/`` (the training state: model, optimiser, dropout streams,
+    step, history) and ``best/`` (the best epoch's model on validation), both checkpoints
+    (:mod:`annotated_ssm.checkpoint`), and nothing else but their save's temporary siblings.
+    Every name a save will create is checked here (see ``check_checkpoint_path``). Without
+    ``resume``, an unfinished training state is refused (it would be overwritten).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"checkpoint must be a str or os.PathLike (a run folder); got {type(path).__name__}.")
+    path = pathlib.Path(path).absolute()
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose another path.")
+    if path.is_dir():
+        foreign = sorted(p.name for p in path.iterdir()
+                         if p.name not in (LAST, BEST) and not p.name.startswith((f".{LAST}.", f".{BEST}.")))
+        if foreign:
+            raise ValueError(f"checkpoint folder {str(path)!r} holds files that are not a training run's "
+                             f"({foreign[:5]}); choose a new or empty folder.")
+    for name in (LAST, BEST):
+        check_checkpoint_path(path / name)
+    if not resume and (path / LAST).exists():
+        state = read_checkpoint_info(path / LAST).get("training_state") or {}
+        if not state.get("finished", True):
+            raise ValueError(f"{str(path)!r} holds an unfinished run (step {state.get('step')} of "
+                             f"{state.get('total_steps')}); resume it (fit(..., resume_from=...) or --resume), "
+                             f"or choose another folder.")
+    return path
+
+
+def _fingerprint(dataset: Dataset) -> dict[str, Any]:
+    """What identifies a data set well enough to refuse resuming on another one."""
+    def crc(a):
+        return zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
+    return {"name": dataset.name, "x_train": list(dataset.x_train.shape), "x_test": list(dataset.x_test.shape),
+            "crc32": crc(dataset.x_train) ^ crc(dataset.y_train)}
+
+
+def _config_differences(stored: dict | None, config: TrainConfig) -> list[str]:
+    ours = dataclasses.asdict(config)
+    stored = stored or {}
+    return [f"{k}: stored {stored.get(k)!r}, given {ours[k]!r}" for k in ours
+            if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != ours[k]]
+
+
+class _Run:
+    """Where ``fit`` is: history, best score, this epoch's losses; saves and restores them.
+
+    Without a folder (``path`` None) it only keeps the numbers; with one it saves the
+    training state to ``path/last`` and each new best model to ``path/best``.
+    """
+
+    def __init__(self, path: pathlib.Path | None, config: TrainConfig, dataset: Dataset, total_steps: int):
+        self.path, self.config, self.total_steps = path, config, total_steps
+        self.fingerprint = _fingerprint(dataset) if path is not None else None
+        self.history = History()
+        self.best_score, self.best_state, self.best_dirty = -math.inf, None, False
+        self.epoch_losses: list = []  # this epoch's step losses (device arrays or floats)
+        self.saved_step, self.saved_time = None, time.monotonic()
+
+    def training_state(self, step: int, finished: bool) -> dict:
+        best = None if self.history.best_epoch is None else {"epoch": self.history.best_epoch,
+                                                            "score": self.best_score}
+        return {"step": step, "total_steps": self.total_steps, "finished": finished,
+                "epoch_losses": [float(v) for v in jax.device_get(self.epoch_losses)],
+                "history": dataclasses.asdict(self.history), "best": best, "dataset": self.fingerprint}
+
+    def due(self, step: int, interrupted: bool) -> bool:
+        """Is a save of the training state due after ``step``?"""
+        if self.path is None or step == self.saved_step:
+            return False
+        every, minutes = self.config.save_every_steps, self.config.save_every_minutes
+        return (interrupted or (every is not None and step - (self.saved_step or 0) >= every)
+                or (minutes is not None and time.monotonic() - self.saved_time >= 60 * minutes))
+
+    def save(self, model, optimizer, step: int, *, finished: bool = False) -> None:
+        if self.best_dirty:  # resumed from another folder: carry its best model over
+            self.save_best(model)
+        save_checkpoint(self.path / LAST, model, optimizer, config=self.config,
+                        training_state=self.training_state(step, finished))
+        self.saved_step, self.saved_time = step, time.monotonic()
+
+    def new_best(self, model, score: float, epoch: int) -> None:
+        self.best_score, self.history.best_epoch = score, epoch
+        self.best_state = jax.device_get(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))
+        if self.path is not None:
+            self.save_best(model)
+
+    def save_best(self, model) -> None:
+        best = model
+        if self.best_state is not None:  # the best weights, in a copy of the model
+            best = nnx.clone(model)
+            nnx.update(best, self.best_state)
+        save_checkpoint(self.path / BEST, best, config=self.config,
+                        training_state={"epoch": self.history.best_epoch, "score": self.best_score})
+        self.best_dirty = False
+
+    def resume(self, folder: pathlib.Path, model, optimizer, dataset: Dataset) -> int:
+        """Restore model, optimiser, dropout streams and progress from ``folder/last``;
+        return the step to continue from."""
+        recover_checkpoint(folder / LAST)  # a save that crashed between its two renames
+        info = read_checkpoint_info(folder / LAST)
+        state = info.get("training_state")
+        if not isinstance(state, dict) or "history" not in state:
+            raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by fit); "
+                             f"resume_from must be a run folder that fit saved to.")
+        differ = _config_differences(info.get("train_config"), self.config)
+        if differ:
+            raise ValueError(f"the run in {str(folder)!r} was trained with another TrainConfig ({'; '.join(differ)});"
+                             f" resume it with the same one (only {', '.join(TrainConfig.RESUME_IRRELEVANT)} "
+                             f"may change).")
+        if state["dataset"] != _fingerprint(dataset):
+            raise ValueError(f"the run in {str(folder)!r} was trained on another data set ({state['dataset']}); "
+                             f"this one is {_fingerprint(dataset)}.")
+        if state["step"] >= self.total_steps:
+            raise ValueError(f"the run in {str(folder)!r} is finished (step {state['step']} of "
+                             f"{self.total_steps}); nothing is left to train.")
+        restore_checkpoint(folder / LAST, model, optimizer)
+        self.history = History(**state["history"])
+        self.epoch_losses = list(np.asarray(state["epoch_losses"], np.float32))
+        if state["best"] is not None:
+            self.best_score = state["best"]["score"]
+            best_info = read_checkpoint_info(folder / BEST)
+            if best_info["training_state"]["epoch"] == state["best"]["epoch"]:
+                best = load_model(folder / BEST)
+                self.best_state = jax.device_get(nnx.state(best, nnx.Any(nnx.Param, nnx.BatchStat)))
+                self.best_dirty = self.path is not None and self.path != folder
+            # else: best/ was written by a later epoch just before a crash; that epoch is
+            # trained again and, being better, saved again, with the same weights.
+        self.saved_step = state["step"] if self.path == folder else None
+        return state["step"]
+
+
+@contextlib.contextmanager
+def _ctrl_c_saves(active: bool):
+    """While ``active``: the first Ctrl-C only sets ``flag["set"]`` (``fit`` then saves and
+    stops at the next step boundary); a second one raises KeyboardInterrupt at once (a save
+    it interrupts leaves the previous state intact)."""
+    flag = {"set": False}
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum, frame):
+        if flag["set"]:
+            raise KeyboardInterrupt
+        flag["set"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _check_losses(losses, first_step: int, epoch: int, history: History, bar) -> np.ndarray:
+    """The step losses as an array; DivergedError naming the first NaN or infinite one."""
+    losses = np.asarray(jax.device_get(losses), np.float32)
+    if not np.all(np.isfinite(losses)):
+        bad = first_step + 1 + int(np.argmin(np.isfinite(losses)))
+        bar.close()
+        raise DivergedError(f"the training loss became {losses[bad - first_step - 1]} at step {bad} (epoch "
+                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", bad, history)
+    return losses
+
+
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
-        optimizer: nnx.Optimizer | None = None, mesh: Mesh | None = None) -> History:
+        optimizer: nnx.Optimizer | None = None, mesh: Mesh | None = None,
+        checkpoint: str | os.PathLike | None = None, resume_from: str | os.PathLike | None = None) -> History:
     """Train ``model`` on ``dataset``; select on a validation split; test once at the end.
 
     1. ``config.validation_fraction`` of the training set is held out (a permutation seeded
@@ -327,20 +526,31 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
        with the weights of the best epoch on validation (accuracy; loss for regression).
     4. The test set is evaluated once, at the end, into ``history.test_*``.
 
-    A given ``optimizer`` (e.g. restored from a checkpoint) is used as it is, schedule
-    included, and training *resumes* at its step count: the epochs and batches already
-    done are skipped, so save + restore + ``fit`` repeats an uninterrupted run exactly
-    (without dropout, whose random stream is not saved).
+    ``checkpoint``: a run folder (see :func:`check_run_folder`). ``fit`` saves the training
+    state to ``checkpoint/last`` every ``config.save_every_steps`` steps or
+    ``save_every_minutes`` minutes, on Ctrl-C (then raises :class:`TrainingInterrupted`)
+    and at the end; each new best epoch goes to ``checkpoint/best``. Everything a save
+    needs is checked before training starts.
 
-    ``keep_best`` chooses among the epochs of this call (a resumed run does not know the
-    validation scores of the epochs before the checkpoint).
+    ``resume_from``: a run folder that ``fit`` saved to; training continues where it
+    stopped, and the result is bit for bit the one of an uninterrupted run (on the same
+    device; dropout included). Give the same ``config`` (only the fields in
+    ``TrainConfig.RESUME_IRRELEVANT`` may change) and data set. The returned history
+    covers the whole run.
+
+    A given ``optimizer`` (e.g. restored with ``restore_checkpoint``) is used as it is,
+    schedule included, and training starts at its step count.
 
     Raises :class:`DivergedError` (naming the step) when the loss becomes NaN or infinite;
-    it is checked at the end of every epoch (checking every step would wait for the device
-    each step), so the run stops at the end of the epoch where it happened.
+    it is checked at the end of every epoch and before every save.
     """
     config = TrainConfig() if config is None else config
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
     config.validate()
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"dataset must be an annotated_ssm.data.Dataset; got {type(dataset).__name__}.")
+    check_dataset(dataset)  # again: its arrays may have been changed in place since it was built
     check_model_matches(model, dataset)
     mesh = make_mesh() if mesh is None else mesh
     n_devices = mesh.devices.size
@@ -355,12 +565,30 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         raise ValueError(f"validation_fraction={config.validation_fraction} of {len(dataset.x_train)} training "
                          f"samples leaves no validation sample; use a larger fraction or 0.")
     steps_per_epoch = len(x_train) // batch_size
+    if is_stale(optimizer):
+        raise ValueError("this optimizer's model holds the best epoch's weights (an earlier fit with keep_best "
+                         "put them back), not the weights its state belongs to; training them together would "
+                         "not continue the run. Resume from a run folder instead (fit(checkpoint=...), then "
+                         "fit(resume_from=...)).")
+    path = None if checkpoint is None else check_run_folder(checkpoint, resume=resume_from is not None)
+    if path is not None:
+        check_metadata(model, config)  # a value JSON cannot store fails now, not after training
+    if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
+        raise TypeError(f"resume_from must be a str or os.PathLike (a run folder); got {type(resume_from).__name__}.")
+    run = _Run(path, config, dataset, total_steps)
     if optimizer is None:
         optimizer = make_optimizer(model, config, total_steps)
-    start = int(optimizer.step[...])
+    if resume_from is not None:
+        start = run.resume(pathlib.Path(resume_from).absolute(), model, optimizer, dataset)
+    else:
+        start = int(optimizer.step[...])
+        if path is not None and (path / BEST).exists():
+            shutil.rmtree(path / BEST)  # an earlier run's best model (ours: checked above)
     if start >= total_steps:
         raise ValueError(f"the optimizer is already at step {start}, which is the end of this config's budget "
                          f"({total_steps} steps); raise epochs or max_steps to train on.")
+    if int(optimizer.step[...]) != start:
+        raise ValueError(f"the optimizer is at step {int(optimizer.step[...])}, the run at step {start}.")
     replicate(model, mesh)
     replicate(optimizer, mesh)
 
@@ -370,57 +598,68 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     # whatever `evaluate` does to `model` between epochs.
     model.train()
     step_on = nnx.cached_partial(train_step, model, optimizer)
-    history = History()
-    best_score, best_state = -math.inf, None
+    history = run.history
     bar = tqdm(total=total_steps, initial=start, disable=not config.progress, desc=f"{model.layer_name}", unit="step")
     step = start
-    for epoch in range(start // steps_per_epoch, config.epochs):
-        epoch_start, first_step = time.perf_counter(), step
-        skip = start - epoch * steps_per_epoch if epoch == start // steps_per_epoch else 0
-        losses = []
-        for i, (xb, yb) in enumerate(batches(x_train, y_train, batch_size, seed=config.seed + epoch,
-                                             drop_last=True)):
-            if i < skip:  # resuming: these batches were trained on before the checkpoint
-                continue
-            losses.append(step_on(*shard_batch(mesh, xb, yb), task=dataset.task))
-            step += 1
-            bar.update()
+    with _ctrl_c_saves(path is not None) as ctrl_c:
+
+        def save_if_due(epoch: int, first_step: int) -> None:
+            interrupted = ctrl_c["set"]
+            if run.due(step, interrupted):
+                _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # never save a diverged state
+                run.save(model, optimizer, step)
+            if interrupted:
+                bar.close()
+                raise TrainingInterrupted(step, path)
+
+        for epoch in range(start // steps_per_epoch, config.epochs):
+            epoch_start = time.perf_counter()
+            skip = step - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on before
+            first_step = step - len(run.epoch_losses)
+            for i, (xb, yb) in enumerate(batches(x_train, y_train, batch_size, seed=config.seed + epoch,
+                                                 drop_last=True)):
+                if i < skip:
+                    continue
+                run.epoch_losses.append(step_on(*shard_batch(mesh, xb, yb), task=dataset.task))
+                step += 1
+                bar.update()
+                if step >= total_steps:
+                    break
+                if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
+                    save_if_due(epoch, first_step)
+            losses = _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # waits for the steps
+            run.epoch_losses = []
+            history.epoch_time.append(time.perf_counter() - epoch_start)
+            history.epoch.append(epoch + 1)
+            history.steps.append(step)
+            history.train_loss.append(float(np.mean(losses)))
+            postfix = {"loss": f"{history.train_loss[-1]:.3f}"}
+            if len(x_val):
+                metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
+                history.val_loss.append(metrics["loss"])
+                history.val_accuracy.append(metrics.get("accuracy", float("nan")))
+                postfix["val"] = f"{metrics['loss']:.3f}"
+                if "accuracy" in metrics:
+                    postfix["val_acc"] = f"{metrics['accuracy']:.3f}"
+                if config.keep_best and _score(metrics) > run.best_score:
+                    run.new_best(model, _score(metrics), epoch + 1)
+            else:
+                history.val_loss.append(float("nan"))
+                history.val_accuracy.append(float("nan"))
+            bar.set_postfix(postfix)
             if step >= total_steps:
                 break
-        losses = np.asarray(jax.device_get(losses))  # waits for the epoch's steps
-        if not np.all(np.isfinite(losses)):
-            bad = first_step + 1 + int(np.argmin(np.isfinite(losses)))
-            bar.close()
-            raise DivergedError(f"the training loss became {losses[bad - first_step - 1]} at step {bad} (epoch "
-                                f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", bad, history)
-        history.epoch_time.append(time.perf_counter() - epoch_start)
-        history.epoch.append(epoch + 1)
-        history.steps.append(step)
-        history.train_loss.append(float(np.mean(losses)))
-        postfix = {"loss": f"{history.train_loss[-1]:.3f}"}
-        if len(x_val):
-            metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
-            history.val_loss.append(metrics["loss"])
-            history.val_accuracy.append(metrics.get("accuracy", float("nan")))
-            postfix["val"] = f"{metrics['loss']:.3f}"
-            if "accuracy" in metrics:
-                postfix["val_acc"] = f"{metrics['accuracy']:.3f}"
-            if config.keep_best and _score(metrics) > best_score:
-                best_score, history.best_epoch = _score(metrics), epoch + 1
-                best_state = jax.device_get(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))
-        else:
-            history.val_loss.append(float("nan"))
-            history.val_accuracy.append(float("nan"))
-        bar.set_postfix(postfix)
-        if step >= total_steps:
-            break
-    bar.close()
-    if config.max_steps is not None and step == config.max_steps < steps_per_epoch * config.epochs:
-        history.stopped = "step budget"
-    if best_state is not None and history.best_epoch != history.epoch[-1]:
-        nnx.update(model, best_state)
+            save_if_due(epoch + 1, step)
+        bar.close()
+        if config.max_steps is not None and step == config.max_steps < steps_per_epoch * config.epochs:
+            history.stopped = "step budget"
+        if path is not None:
+            run.save(model, optimizer, step, finished=True)
+    if run.best_state is not None and history.best_epoch != history.epoch[-1]:
+        nnx.update(model, run.best_state)
         replicate(model, mesh)
-    elif best_state is None:
+        mark_stale(optimizer)  # the pair (best weights, last optimiser state) cannot resume
+    elif run.best_state is None:
         history.best_epoch = history.epoch[-1]
     metrics = evaluate(model, dataset.x_test, dataset.y_test, batch_size=config.eval_batch_size, mesh=mesh)
     history.test_loss = metrics["loss"]
@@ -485,9 +724,14 @@ def fit_seeds(model_config: ModelConfig, dataset: Dataset, config: TrainConfig |
         results.summary()["per_seed"]     # {0: 0.95, 1: 0.934, 2: 0.929}
     """
     config = TrainConfig() if config is None else config
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be a sequence of integers; got {seeds!r}.")
+    seeds = list(seeds)
+    for seed in seeds:  # 1.7 is refused, not truncated to 1
+        check_seed("each seed", seed)
     seeds = [int(s) for s in seeds]
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be a non-empty sequence of distinct integers >= 0; got {seeds}.")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of distinct integers; got {seeds}.")
     histories, n_params = [], 0
     for seed in seeds:
         model = build_model(model_config, dataset, seed=seed)
@@ -548,9 +792,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
                         help="dataset (smnist and scifar are downloaded once; the others are generated locally)")
-    parser.add_argument("--checkpoint", type=pathlib.Path, default=None,
-                        help="save the trained model to this directory: a new path, an empty folder or an earlier "
-                             "checkpoint (checked before training)")
+    parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
+                        help="a run folder: the training state is saved to DIR/last (periodically, on Ctrl-C and "
+                             "at the end) and the best epoch's model to DIR/best; checked before training")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run saved in --checkpoint DIR, with the same options")
     _add_fields(parser, ModelConfig)
     _add_fields(parser, TrainConfig)
     return parser
@@ -579,43 +825,117 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     return ModelConfig(**model_values), train
 
 
-def _check_before_loading(model_config: ModelConfig, dataset: str, checkpoint: pathlib.Path | None) -> None:
-    """Everything that can be checked without the data: the options against the data set's
-    task, the layer's options (by building a tiny-input model, without compiling), and the
-    checkpoint path."""
-    if checkpoint is not None:
-        check_checkpoint_path(checkpoint)
-    task = DATASET_TASKS[dataset]
-    kwargs = model_config.model_kwargs(task)
+def _count_params_without_building(model_config: ModelConfig, task: str) -> int:
+    """The number of parameters of ``model_config``'s model, without allocating it: the count
+    is a quadratic in d_model plus n_layers times another (every weight is a vector or a
+    matrix over the channels), so six tiny models give it exactly. Builds them, so a layer
+    option the layer does not take raises here (ValueError)."""
+    def count(d_model, n_layers):
+        kwargs = {**model_config.model_kwargs(task), "d_model": d_model, "n_layers": n_layers}
+        try:
+            if task == "classification":
+                model = SequenceClassifier(model_config.layer, 1, 2, rngs=nnx.Rngs(0), **kwargs)
+            else:
+                model = CausalSequenceModel(model_config.layer, 1, 1, rngs=nnx.Rngs(0), **kwargs)
+        except TypeError as error:  # an option the layer does not take
+            raise ValueError(f"invalid --layer-option for layer {model_config.layer!r}: {error}") from error
+        return count_params(model)
+
+    h, n = model_config.d_model, model_config.n_layers
+    if h <= 3:
+        return count(h, 1) + (n - 1) * (count(h, 2) - count(h, 1))
+    per_block = [count(d, 2) - count(d, 1) for d in (1, 2, 3)]
+    rest = [count(d, 1) - b for d, b in zip((1, 2, 3), per_block)]
+
+    def quadratic(values):  # through (1, v1), (2, v2), (3, v3), evaluated at h
+        a = (values[2] - 2 * values[1] + values[0]) / 2
+        b = values[1] - values[0] - 3 * a
+        return a * h * h + b * h + (values[0] - a - b)
+
+    return int(round(quadratic(rest) + n * quadratic(per_block)))
+
+
+def _memory_bytes() -> int | None:
+    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
     try:
-        if task == "classification":
-            SequenceClassifier(model_config.layer, 1, 2, rngs=nnx.Rngs(0), **kwargs)
-        else:
-            CausalSequenceModel(model_config.layer, 1, 1, rngs=nnx.Rngs(0), **kwargs)
-    except TypeError as error:  # an option the layer does not take
-        raise ValueError(f"invalid --layer-option for layer {model_config.layer!r}: {error}") from error
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if stats.get("bytes_limit"):
+            return int(stats["bytes_limit"])
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_before_loading(model_config: ModelConfig, config: TrainConfig, dataset: str,
+                          checkpoint: pathlib.Path | None, resume: bool) -> None:
+    """Everything that can be checked without the data: the options against the data set's
+    task and the layer, the model's size against the memory, the run folder (every name a
+    save creates), what the checkpoint will record, and with ``resume`` that the saved run
+    used the same options."""
+    task = DATASET_TASKS[dataset]
+    n_params = _count_params_without_building(model_config, task)
+    memory = _memory_bytes()
+    needed = 4 * 4 * n_params  # float32 weights, gradients and AdamW's two moments
+    if memory is not None and needed > memory:
+        raise ValueError(f"d_model={model_config.d_model}, n_layers={model_config.n_layers}, state_size="
+                         f"{model_config.state_size} make a model of {n_params:,} parameters: training needs at "
+                         f"least {needed / 2**30:,.1f} GiB, and this device has {memory / 2**30:,.1f} GiB.")
+    if resume and checkpoint is None:
+        raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
+    if checkpoint is None:
+        return
+    path = check_run_folder(checkpoint, resume=resume)
+    try:
+        json.dumps(dataclasses.asdict(config))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the training configuration cannot be stored as JSON: {error}") from error
+    if not resume:
+        return
+    recover_checkpoint(path / LAST)
+    info = read_checkpoint_info(path / LAST)
+    state = info.get("training_state")
+    if not isinstance(state, dict) or "dataset" not in state:
+        raise ValueError(f"{str(path / LAST)!r} holds no training state to resume (not saved by a training run).")
+    differ = _config_differences(info.get("train_config"), config)
+    ours = model_config.model_kwargs(task)
+    stored = {k: v for k, v in info["architecture"].items() if k not in ("d_input", "model", "n_classes", "d_output")}
+    differ += [f"{k}: stored {stored.get(k)!r}, given {ours.get(k)!r}" for k in sorted(set(ours) | set(stored))
+               if json.loads(json.dumps(ours.get(k))) != stored.get(k)]
+    if state["dataset"]["name"] != dataset:
+        differ.append(f"dataset: stored {state['dataset']['name']!r}, given {dataset!r}")
+    if differ:
+        raise ValueError(f"--resume: the run in {str(path)!r} was started with other options ({'; '.join(differ)}); "
+                         f"give the same ones.")
+    if state.get("finished"):
+        raise ValueError(f"--resume: the run in {str(path)!r} is finished (step {state['step']}); nothing is left "
+                         f"to train.")
+
+
+_JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m annotated_ssm.train`` and ``annotated-ssm-train``.
 
     Exit status 0 on success; 2 (one line ``error: …``) for an invalid argument or
-    checkpoint path, found before any data is loaded or anything compiled; 1 when a run
-    fails later (a download, a diverged loss, the save).
+    checkpoint folder, found before any data is loaded or anything compiled; 1 when a run
+    fails later (a download, a diverged loss, memory); 130 on Ctrl-C (after saving the
+    training state to ``--checkpoint DIR/last``; ``--resume`` continues it).
     """
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         model_config, config = _configs(args)
-        _check_before_loading(model_config, args.dataset, args.checkpoint)
-    except (ValueError, OSError) as error:
+        _check_before_loading(model_config, config, args.dataset, args.checkpoint, args.resume)
+    except (ValueError, TypeError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
     try:
         dataset = load_dataset(args.dataset)
         model = build_model(model_config, dataset, seed=config.seed)
         print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
-              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} steps")
-        history = fit(model, dataset, config)
+              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} steps", flush=True)
+        history = fit(model, dataset, config, checkpoint=args.checkpoint,
+                      resume_from=args.checkpoint if args.resume else None)
         summary = {"layer": model_config.layer, "dataset": args.dataset, "epochs": len(history.epoch),
                    "steps": history.steps[-1], "best_epoch": history.best_epoch,
                    "test_loss": round(history.test_loss, 4), "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
@@ -625,10 +945,18 @@ def main(argv: list[str] | None = None) -> int:
         if history.stopped:
             summary["stopped"] = history.stopped
         if args.checkpoint is not None:
-            summary["checkpoint"] = str(save_checkpoint(args.checkpoint, model, config=config,
-                                                        extra={"test_accuracy": history.test_accuracy}))
-    except (ValueError, OSError, DivergedError) as error:
-        parser.exit(1, f"error: {error}\n")
+            folder = args.checkpoint.absolute()
+            summary["checkpoint"] = str(folder / LAST)
+            if (folder / BEST).exists():
+                summary["best"] = str(folder / BEST)
+    except TrainingInterrupted as interrupted:
+        parser.exit(130, f"error: {interrupted}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the training "
+                         "state).\n")
+    except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
+        message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
+        parser.exit(1, f"error: {message[:2000]}\n")
     print(json.dumps(summary))
     return 0
 

@@ -120,15 +120,13 @@ def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path):
 
 def test_a_diverged_run_names_the_step_and_keeps_the_good_checkpoint(tmp_path, capsys, tiny_digits, monkeypatch):
     good = build_model(ModelConfig(layer="s4d", d_model=8, n_layers=1, state_size=4), tiny_digits)
-    path = save_checkpoint(tmp_path / "ckpt", good)
+    path = save_checkpoint(tmp_path / "last", good)  # as if an earlier run had saved it
     before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
-    x = tiny_digits.x_train.copy()
-    x[:, 3] = np.inf  # every sample: the first step's loss is not finite
-    poisoned = dataclasses.replace(tiny_digits, x_train=x)
-    monkeypatch.setattr(train, "load_dataset", lambda name, **kwargs: poisoned)
-    status, out, err = run([*SMALL, "--dataset", "digits", "--checkpoint", str(path)], capsys)
+    # lr 1e30: the weights are huge after one step, the second step's loss is NaN
+    argv = [*SMALL, "--dataset", "digits", "--lr", "1e30", "--warmup-fraction", "0"]
+    status, out, err = run([*argv, "--checkpoint", str(tmp_path)], capsys)
     assert status == 1 and err.count("\n") == 1
-    assert err.startswith("error: the training loss became nan at step 1 (epoch 1); training stopped")
+    assert err.startswith("error: the training loss became nan at step 2 (epoch 1); training stopped")
     assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
 
 
@@ -139,9 +137,12 @@ def test_a_run_saves_a_checkpoint_that_loads_and_can_be_replaced(tmp_path, capsy
     assert status == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["steps"] == 3 and summary["stopped"] == "step budget" and 0 <= summary["test_accuracy"] <= 1
-    assert summary["checkpoint"] == str(path) and summary["best_epoch"] == 1
-    model = load_model(path)
+    assert summary["checkpoint"] == str(path / "last") and summary["best"] == str(path / "best")
+    assert summary["best_epoch"] == 1
+    model = load_model(path / "best")
     assert model.architecture["d_model"] == 8 and model.architecture["n_classes"] == 10
-    status, out, err = run([*argv[:-2], "--seed", "1", "--checkpoint", str(path)], capsys)  # replaces its own
-    assert status == 0, err
+    assert load_model(path / "last").architecture == model.architecture
+    status, out, err = run([*argv[:-2], "--seed", "1", "--checkpoint", str(path)], capsys)  # a finished run
+    assert status == 0, err                                                                 # may be replaced
     assert sorted(p.name for p in path.parent.iterdir()) == ["s4d"]
+    assert sorted(p.name for p in path.iterdir()) == ["best", "last"]

@@ -187,16 +187,14 @@ def optax_lr_after(optimizer, model, steps):
 
 
 def test_a_nan_loss_stops_training_and_names_the_step(tiny_data):
-    x = tiny_data.x_train.copy()
-    x[17, 5, 0] = np.nan  # one poisoned training sample
-    poisoned = dataclasses.replace(tiny_data, x_train=x)
-    config = TrainConfig(epochs=2, batch_size=20, validation_fraction=0.0, progress=False)
-    position = int(np.argwhere(np.random.default_rng(config.seed).permutation(240) == 17)[0, 0])
-    expected_step = position // 20 + 1  # the first step whose batch holds sample 17
-    model = build_model(LAYER, poisoned, **TINY)
-    with pytest.raises(DivergedError, match=f"at step {expected_step} \\(epoch 1\\)") as error:
-        fit(model, poisoned, config)
-    assert error.value.step == expected_step and error.value.history.epoch == []
+    # Non-finite data is refused before training (tests/test_hostile_training.py); a learning
+    # rate of 1e30 makes the weights huge after one step, so the second step's loss is NaN.
+    config = TrainConfig(epochs=2, batch_size=20, lr=1e30, warmup_fraction=0.0, validation_fraction=0.0,
+                         progress=False)
+    model = build_model(LAYER, tiny_data, **TINY)
+    with pytest.raises(DivergedError, match="the training loss became nan at step 2 \\(epoch 1\\)") as error:
+        fit(model, tiny_data, config)
+    assert error.value.step == 2 and error.value.history.epoch == []
 
 
 def test_resuming_from_a_checkpoint_repeats_the_uninterrupted_run(tiny_data, tmp_path):
@@ -244,7 +242,7 @@ def test_configs_reject_bad_values_naming_the_field():
                             (dict(warmup_fraction=5.0), r"warmup_fraction must be a finite number in \[0.0, 1.0\)"),
                             (dict(epochs=0), "epochs must be an integer >= 1; got 0"),
                             (dict(validation_fraction=1.0), "validation_fraction"),
-                            (dict(seed=-1), "seed must be an integer >= 0"),
+                            (dict(seed=-1), r"seed must be an integer in \[0, 4294967295\]; got -1"),
                             (dict(batch_size=2.5), "batch_size must be an integer")):
         with pytest.raises(ValueError, match=message):
             TrainConfig(**kwargs)
@@ -270,6 +268,10 @@ def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_p
     assert np.isfinite(history.test_loss) and np.isnan(history.test_accuracy) and len(history.val_loss) == 2
     assert history.best_epoch == 1 + int(np.argmin(history.val_loss))  # regression: lowest validation loss
     expected = model(ds.x_test)
+    if history.best_epoch != 2:  # the model holds epoch 1's weights, the optimiser is at epoch 2's end
+        with pytest.raises(ValueError, match="holds the best epoch's weights"):
+            save_checkpoint(tmp_path / "ckpt", model, optimizer)
+        optimizer = make_optimizer(model, config, total_steps=8)  # a consistent pair, to test the round trip
     save_checkpoint(tmp_path / "ckpt", model, optimizer)
 
     fresh = build_model(LAYER, ds, seed=1, norm="batch", **TINY)  # different weights
@@ -279,7 +281,7 @@ def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_p
     restore_checkpoint(tmp_path / "ckpt", fresh, fresh_optimizer)
     fresh.eval()
     np.testing.assert_array_equal(fresh(ds.x_test), expected)  # identical, not just close
-    assert int(fresh_optimizer.step[...]) == int(optimizer.step[...]) == 8
+    assert int(fresh_optimizer.step[...]) == int(optimizer.step[...])
     for a, b in zip(jax.tree.leaves(nnx.state(fresh_optimizer)), jax.tree.leaves(nnx.state(optimizer))):
         np.testing.assert_array_equal(a, b)
 
