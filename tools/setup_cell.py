@@ -3,9 +3,13 @@
 The cell is generated, so the facts it needs live in one place each: the repository
 address in ``_config.yml`` (shared with the website's launch buttons), the package version
 in ``pyproject.toml`` (the cell installs the release ``v<version>``, the code the stored
-outputs were made with) and the version floors in ``pyproject.toml`` (tools/floors.py; the
+outputs were made with, if that tag exists, and otherwise the branch named in
+``_config.yml``) and the version floors in ``pyproject.toml`` (tools/floors.py; the
 cell compares them with what is installed, upgrades flax, optax, ... in Colab, and stops
-with the fix where an upgrade is not safe: jax, whose CUDA build Colab provides).
+with the fix where an upgrade is not safe: jax, whose CUDA build Colab provides; pip runs
+with jax, jaxlib and their CUDA plugins pinned to the installed versions). Every failure
+ends in one sentence with the fix: ``SetupError._render_traceback_`` makes IPython and
+Colab show its message instead of a traceback.
 
     python tools/setup_cell.py book/*.ipynb          # write the cell into each chapter
     python tools/setup_cell.py --check book/*.ipynb  # exit 1 if a chapter's cell differs
@@ -28,18 +32,35 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The floors the cell checks: what a chapter imports. The rest come with the package.
 CHECKED = ("jax", "flax", "optax", "orbax-checkpoint", "numpy", "matplotlib", "ipywidgets")
 
-TEMPLATE = '''\
+# The cell, with @NAME@ placeholders for the facts read from _config.yml and pyproject.toml.
+TEMPLATE = r'''
 # Setup: makes this chapter run anywhere. It checks the installed versions against the
 # oldest ones the book is tested with. In Colab it installs annotated_ssm (the release these
-# outputs were made with) and upgrades what is too old, but never Colab's CUDA jax.
+# outputs were made with, or the branch while that release is not tagged) and upgrades what
+# is too old, but never changes jax or jaxlib (Colab's are built for its GPU).
+# To install from another repository (a fork, a clone), set ANNOTATED_SSM_REPOSITORY to its
+# git URL first, e.g. %env ANNOTATED_SSM_REPOSITORY=https://github.com/you/annotated-ssm
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
+import tempfile
 
-RELEASE = "{release}"
-FLOORS = {floors}
+VERSION = "@VERSION@"
+REPOSITORY = os.environ.get("ANNOTATED_SSM_REPOSITORY") or (
+    "@REPOSITORY@")
+BRANCH = "@BRANCH@"
+FLOORS = @FLOORS@
 IN_COLAB = "google.colab" in sys.modules
+RESTART = "Runtime > Restart session" if IN_COLAB else "restart the kernel"
+
+
+class SetupError(Exception):
+    """Jupyter and Colab show only its message, no traceback: what went wrong and the fix."""
+
+    def _render_traceback_(self):
+        return [str(self)]
 
 
 def installed(package):
@@ -50,27 +71,75 @@ def installed(package):
 
 
 def older(found, floor):
-    return [int(n) for n in re.findall(r"\\d+", found)[:3]] < [int(n) for n in floor.split(".")]
+    return [int(n) for n in re.findall(r"\d+", found)[:3]] < [int(n) for n in floor.split(".")]
 
 
-too_old = {{p: installed(p) for p in FLOORS if installed(p) and older(installed(p), FLOORS[p])}}
+def run(command):
+    """git or pip, their output (stdout and stderr) captured; git never asks for a password."""
+    try:
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    except OSError as error:
+        raise SetupError(f"Cannot run {command[0]} ({error}): install it, then run this cell "
+                         "again.") from None
+
+
+def install():
+    """pip install the release (or the branch if it is not tagged), keeping jax as it is."""
+    tag = f"v{VERSION}"
+    found = run(["git", "ls-remote", "--tags", REPOSITORY, f"refs/tags/{tag}"])
+    if found.returncode != 0:
+        said = found.stdout.strip().splitlines() or ["no answer"]
+        reason = next((line for line in said if line.startswith("fatal:")), said[0])
+        raise SetupError(f"Cannot read {REPOSITORY} ({reason}): check the internet connection "
+                         "(or ANNOTATED_SSM_REPOSITORY), then run this cell again.")
+    if f"refs/tags/{tag}" in found.stdout:
+        ref = tag
+        print(f"installing annotated-ssm {tag}, the release these outputs were made with")
+    else:
+        ref = BRANCH
+        print(f"installing annotated-ssm from branch {BRANCH} (no tag {tag}: "
+              "the code may be newer than these outputs)")
+    # pip may not change jax, jaxlib or jax's CUDA plugins: it picks flax, optax, ... to fit.
+    names = {d.metadata["Name"] or "" for d in importlib.metadata.distributions()}
+    keep = sorted(f"{name}=={installed(name)}" for name in names
+                  if re.fullmatch(r"jax(lib|[-_.]cuda\d+[-_.](plugin|pjrt))?", name.lower()))
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
+        constraints.write("".join(line + "\n" for line in keep))
+    pip = run([sys.executable, "-m", "pip", "install", "-c", constraints.name,
+               f"annotated-ssm[book] @ git+{REPOSITORY}@{ref}"])
+    if pip.returncode != 0:  # what pip said from its first error on
+        said = pip.stdout.strip().splitlines()
+        print("\n".join(said[next((i for i, line in enumerate(said)
+                                   if line.lower().startswith("error")), 0):]))
+        raise SetupError(f"pip could not install annotated-ssm {ref} next to jax "
+                         f"{installed('jax')} (pip's reason is above): after a network error "
+                         "run this cell again, otherwise report the reason at "
+                         f"{REPOSITORY}/issues.")
+
+
+too_old = {p: installed(p) for p in FLOORS if installed(p) and older(installed(p), FLOORS[p])}
 if "jax" in too_old:  # replacing it would drop Colab's CUDA build: the reader decides
-    raise RuntimeError(
-        f"jax {{too_old['jax']}} is older than {{FLOORS['jax']}}. Upgrade it: "
-        f"pip install -U 'jax[cuda12]>={{FLOORS['jax']}}' (NVIDIA GPU) or "
-        f"'jax>={{FLOORS['jax']}}' (CPU), restart the kernel and run this cell again.")
-if IN_COLAB and (too_old or installed("annotated-ssm") != RELEASE.rsplit("@v", 1)[1]):
-    # pip keeps what satisfies the floors (Colab's jax) and upgrades what is too old.
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
-                           f"annotated-ssm[book] @ {{RELEASE}}"])
-    if any(p.replace("-", "_") in sys.modules for p in too_old):
-        raise RuntimeError(f"Upgraded {{sorted(too_old)}}: Runtime > Restart session, run again.")
+    raise SetupError(
+        f"jax {too_old['jax']} is older than {FLOORS['jax']}, the oldest this book runs with, "
+        f"and this cell never replaces jax: run %pip install -U \"jax[cuda12]>={FLOORS['jax']}\""
+        f" (NVIDIA GPU) or %pip install -U \"jax>={FLOORS['jax']}\" (CPU) in a new cell, then "
+        f"{RESTART} and run this cell again.")
+if IN_COLAB and (too_old or installed("annotated-ssm") != VERSION):
+    install()  # pip keeps what satisfies the floors and upgrades what is too old
+    imported = [p for p in too_old if p.split("-")[0] in sys.modules]
+    if imported:
+        raise SetupError(f"Upgraded {', '.join(imported)}, which this session had already "
+                         f"imported: {RESTART} and run this cell again.")
 elif installed("annotated-ssm") is None:
-    raise ModuleNotFoundError(f"annotated_ssm is not installed: pip install "
-                              f"'annotated-ssm[book] @ {{RELEASE}}' (or `make` in a clone)")
+    raise SetupError(f"annotated_ssm is not installed: run %pip install \"annotated-ssm[book] "
+                     f"@ git+{REPOSITORY}\" (or pip install -e \".[book]\" in a clone of it), "
+                     "then run this cell again.")
 elif too_old:
-    raise RuntimeError("Too old for this book: " + ", ".join(
-        f"{{p}} {{v}} (pip install -U '{{p}}>={{FLOORS[p]}}')" for p, v in too_old.items()))
+    raise SetupError(
+        "Too old for this book: " + ", ".join(f"{p} {v}" for p, v in too_old.items())
+        + ": run %pip install -U " + " ".join(f'"{p}>={FLOORS[p]}"' for p in too_old)
+        + f", then {RESTART} and run this cell again.")
 if IN_COLAB:  # every time: widgets need Colab's custom widget manager
     from google.colab import output
 
@@ -80,8 +149,8 @@ import jax
 
 import annotated_ssm
 
-print(f"annotated_ssm {{annotated_ssm.__version__}} | JAX {{jax.__version__}} | "
-      f"backend: {{jax.default_backend()}} | devices: {{jax.devices()}}")'''
+print(f"annotated_ssm {annotated_ssm.__version__} | JAX {jax.__version__} | "
+      f"backend: {jax.default_backend()} | devices: {jax.devices()}")'''.lstrip()
 
 TAG = "hide-input"
 # nbval does not compare this cell's output: versions and devices differ between machines.
@@ -89,13 +158,24 @@ NBVAL_TAG = "nbval-ignore-output"
 NBVAL_REASON = "versions and devices differ from machine to machine."
 
 
-def repository_url() -> str:
-    """Read ``repository: url:`` from _config.yml (no YAML dependency needed)."""
+def repository_setting(key: str) -> str:
+    """``repository: <key>:`` in _config.yml (``url`` or ``branch``; no YAML dependency)."""
     text = (ROOT / "_config.yml").read_text()
-    match = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", text, flags=re.MULTILINE)
-    if match is None:
-        raise SystemExit("_config.yml has no `repository: url:` entry")
+    block = re.search(r"^repository:[ \t]*\n((?:[ \t]+.*\n?)+)", text, flags=re.MULTILINE)
+    match = block and re.search(rf"^\s+{key}:\s*(\S+)", block.group(1), flags=re.MULTILINE)
+    if not match:
+        raise SystemExit(f"_config.yml has no `repository: {key}:` entry")
     return match.group(1)
+
+
+def repository_url() -> str:
+    """The repository's address, shared with the website's launch buttons."""
+    return repository_setting("url")
+
+
+def branch() -> str:
+    """The branch the cell installs while the release ``v<version>`` is not tagged."""
+    return repository_setting("branch")
 
 
 def version() -> str:
@@ -106,8 +186,12 @@ def version() -> str:
 def setup_cell_source() -> str:
     table = floors()
     checked = {name: table[name] for name in CHECKED}
-    return TEMPLATE.format(release=f"git+{repository_url()}@v{version()}",
-                           floors=wrapped_dict(checked, indent=len("FLOORS = {")))
+    facts = {"VERSION": version(), "REPOSITORY": repository_url(), "BRANCH": branch(),
+             "FLOORS": wrapped_dict(checked, indent=len("FLOORS = {"))}
+    source = TEMPLATE
+    for name, value in facts.items():
+        source = source.replace(f"@{name}@", value)
+    return source
 
 
 def wrapped_dict(table: dict[str, str], indent: int, width: int = 92) -> str:
