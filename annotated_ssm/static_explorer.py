@@ -18,9 +18,10 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from typing import NamedTuple, Sequence
 
-__all__ = ["StaticControl", "frame_index", "static_html"]
+__all__ = ["StaticControl", "StaticFrames", "frame_index", "static_html"]
 
 
 class StaticControl(NamedTuple):
@@ -35,6 +36,21 @@ class StaticControl(NamedTuple):
     labels: tuple[str, ...]
     default: int
     slider: bool
+
+
+class StaticFrames(NamedTuple):
+    """Everything a static explorer shows, for G grid points (``itertools.product`` order
+    over the controls' values, see :func:`frame_index`).
+
+    controls: the grid's controls; images: the distinct encoded images (identical frames
+    stored once); frames: (G,) for every grid point, the index of its image in ``images``;
+    disabled: (G,) for every grid point, the indices of the controls that change nothing
+    there (shown disabled, e.g. θ for HiPPO-LegS)."""
+
+    controls: list[StaticControl]
+    images: list[bytes]
+    frames: list[int]
+    disabled: list[tuple[int, ...]]
 
 
 def frame_index(controls: Sequence[StaticControl], indices: Sequence[int]) -> int:
@@ -61,15 +77,27 @@ _SCRIPT = """(function () {
     }
     img.src = data.images[data.frames[index]];
     img.setAttribute("data-frame", String(index));
+    var idle = data.disabled ? data.disabled[index] : [];
+    for (var k = 0; k < inputs.length; k++) {
+      var off = idle.indexOf(k) >= 0;
+      inputs[k].disabled = off;
+      var label = inputs[k].closest("label");
+      label.style.opacity = off ? "0.45" : "";
+      label.title = off ? "%s" : "";
+    }
   }
   for (var k = 0; k < inputs.length; k++) {
     inputs[k].addEventListener("input", update);
     inputs[k].addEventListener("change", update);
   }
 })();"""
+#: The tooltip of a disabled control.
+IDLE_NOTE = "changes nothing for this setting"
+_SCRIPT = _SCRIPT.replace("%s", IDLE_NOTE)
 
 
-def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[bytes], frames: Sequence[int], *,
+def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[bytes],
+                frames: Sequence[int], disabled: Sequence[Sequence[int]] | None = None, *,
                 mime: str, fixed: Sequence[str] = (), alt: str = "") -> str:
     """The self-contained HTML of a static explorer.
 
@@ -78,6 +106,8 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
         controls: the grid's controls, in the order of the frames (see :func:`frame_index`).
         images: the distinct encoded images (identical frames are stored once).
         frames: for every grid point, the index of its image in ``images``.
+        disabled: for every grid point, the indices of the controls shown disabled there
+            (they change nothing); None: every control is always enabled.
         mime: the images' type, e.g. "image/png".
         fixed: one line per control that the static page cannot move ("θ = 2").
         alt: the image's alternative text.
@@ -87,32 +117,46 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
         followed by the ``script`` that swaps frames.
     """
     sizes = [len(c.labels) for c in controls]
-    expected = 1
-    for size in sizes:
-        expected *= size
+    expected = math.prod(sizes)
     if len(frames) != expected:
-        raise ValueError(f"frames must hold one entry per grid point ({expected}); got {len(frames)}.")
+        raise ValueError(f"frames must hold one entry per grid point ({expected}); "
+                         f"got {len(frames)}.")
     if any(not 0 <= f < len(images) for f in frames):
-        raise ValueError(f"frames must index images (0 … {len(images) - 1}); got {sorted(set(frames))}.")
-    encoded = [f"data:{mime};base64," + base64.b64encode(image).decode("ascii") for image in images]
+        raise ValueError(f"frames must index images (0 … {len(images) - 1}); "
+                         f"got {sorted(set(frames))}.")
+    disabled = [tuple(d) for d in disabled] if disabled is not None else [()] * expected
+    if len(disabled) != expected or any(not 0 <= k < len(controls) for d in disabled for k in d):
+        raise ValueError(f"disabled must hold, for each of the {expected} grid points, indices "
+                         f"of controls (0 … {len(controls) - 1}); got {disabled!r:.200}.")
+    encoded = [f"data:{mime};base64," + base64.b64encode(image).decode("ascii")
+               for image in images]
     data = {"sizes": sizes, "labels": [list(c.labels) for c in controls],
             "frames": list(frames), "images": encoded}
+    if any(disabled):  # explorers whose controls always act carry no list of empty lists
+        data["disabled"] = [list(d) for d in disabled]
     default = frame_index(controls, [c.default for c in controls])
     rows = []
     for k, control in enumerate(controls):
         label = html.escape(control.label)
+        # The default frame's disabled controls are written disabled: the page is right
+        # before its script runs (the script sets the state again at every move).
+        off = k in disabled[default]
+        state = " disabled" if off else ""
+        style = "white-space:nowrap" + (";opacity:0.45" if off else "")
+        tip = f' title="{IDLE_NOTE}"' if off else ""
         if control.slider:
+            value = html.escape(control.labels[control.default])
             rows.append(
-                f'<label style="white-space:nowrap">{label} <input type="range" data-control="{k}" min="0" '
-                f'max="{len(control.labels) - 1}" step="1" value="{control.default}" '
-                f'aria-label="{label}" style="width:9em;vertical-align:middle"> '
-                f'<span data-value="{k}">{html.escape(control.labels[control.default])}</span></label>')
+                f'<label style="{style}"{tip}>{label} <input type="range" data-control="{k}" '
+                f'min="0" max="{len(control.labels) - 1}" step="1" value="{control.default}" '
+                f'aria-label="{label}" style="width:9em;vertical-align:middle"{state}> '
+                f'<span data-value="{k}">{value}</span></label>')
         else:
             options = "".join(
-                f'<option value="{i}"{" selected" if i == control.default else ""}>{html.escape(text)}</option>'
-                for i, text in enumerate(control.labels))
-            rows.append(f'<label style="white-space:nowrap">{label} <select data-control="{k}">{options}</select>'
-                        "</label>")
+                f'<option value="{i}"{" selected" if i == control.default else ""}>'
+                f"{html.escape(text)}</option>" for i, text in enumerate(control.labels))
+            rows.append(f'<label style="{style}"{tip}>{label} '
+                        f'<select data-control="{k}"{state}>{options}</select></label>')
     note = "Precomputed on a grid of values; run the notebook to move every control freely."
     if fixed:
         note = "Fixed here: " + "; ".join(fixed) + ". " + note
@@ -121,7 +165,8 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
         f'<div class="annotated-ssm-explorer" data-explorer="{attribute}" '
         'style="max-width:100%;font-family:sans-serif;font-size:14px;line-height:1.6">'
         f"<div><strong>{html.escape(title)}</strong></div>"
-        '<div style="display:flex;flex-wrap:wrap;gap:2px 18px;align-items:center">' + "".join(rows) + "</div>"
+        '<div style="display:flex;flex-wrap:wrap;gap:2px 18px;align-items:center">'
+        + "".join(rows) + "</div>"
         f'<img src="{encoded[frames[default]]}" data-frame="{default}" alt="{html.escape(alt)}" '
         'style="max-width:100%;height:auto;display:block">'
         f'<div style="font-size:12px;color:#666">{html.escape(note)}</div>'

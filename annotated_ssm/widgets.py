@@ -28,7 +28,10 @@ import ipywidgets as w
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.collections import Collection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from PIL import Image
 
 from . import explorer_figures, hippo, ssm
@@ -36,12 +39,13 @@ from .discretize import METHODS, discretize
 from .init import (DIAGONAL_INITS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel, legs_exact_basis, legs_n_basis,
                    s5_system, warm_up_diagonal_kernel)
 from .kernels import naive_kernel
-from .static_explorer import StaticControl, static_html
+from .static_explorer import StaticControl, StaticFrames, static_html
 
 __all__ = [
     "Explorer",
     "WIDGET_VIEW_MIMETYPE",
     "figure_image",
+    "drawn_colors",
     "eigenvalue_explorer",
     "hippo_explorer",
     "discretization_explorer",
@@ -51,35 +55,69 @@ __all__ = [
 ]
 
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
-#: Colours kept in the static explorer's frames: line plots on white need few, and a
-#: palette PNG is about three times smaller than a full-colour one.
-STATIC_COLORS = 32
+#: Colours fitted to each static frame, on top of the colours its lines and markers are
+#: drawn in, which the palette always holds exactly (:func:`figure_image`). A palette
+#: PNG is about three times smaller than a full-colour one.
+STATIC_COLORS = 64
 #: zlib level of the live widget's PNG: level 1 encodes the S5 explorer's figure in 11 ms
 #: instead of the default 6's 17 ms, for 5% more bytes, which only travel from the kernel
 #: to the browser.
 LIVE_PNG_COMPRESSION = 1
 
 
-def figure_image(fig: Figure, *, palette: int | None = None, compress_level: int = LIVE_PNG_COMPRESSION) -> bytes:
+def drawn_colors(fig: Figure) -> list[tuple[int, int, int]]:
+    """The colours a figure draws its visible lines and markers in, as 8-bit RGB, each once:
+    lines first (legend entries and ticks included), then the markers of scatter plots.
+    A translucent colour is given as it shows over white."""
+    rgba = [to_rgba(line.get_color(), line.get_alpha())
+            for line in fig.findobj(Line2D) if line.get_visible()]
+    for collection in fig.findobj(Collection):
+        if collection.get_visible():
+            rgba.extend(map(tuple, collection.get_facecolor()))
+    colors = {}
+    for r, g, b, a in rgba:
+        over_white = np.array([r, g, b]) * a + (1.0 - a)
+        colors[tuple(int(v) for v in np.round(255 * over_white))] = None
+    return list(colors)
+
+
+def figure_image(fig: Figure, *, palette: int | None = None,
+                 compress_level: int = LIVE_PNG_COMPRESSION) -> bytes:
     """The PNG of a figure, without metadata (so the same figure gives the same bytes).
 
     Args:
         fig: a matplotlib Figure, drawn at its own size and dpi (no tight cropping: every
             frame of an explorer keeps the same size).
-        palette: reduce to this many colours (a palette PNG, much smaller, compressed as
-            far as PNG goes: the website stores it), or keep full colour when None.
+        palette: None keeps full colour. A number (1-255) gives a palette PNG, much smaller
+            and compressed as far as PNG goes (the website stores it): the figure's
+            :func:`drawn_colors` exactly (at most ``256 - palette`` of them), plus
+            ``palette`` colours fitted to the image for the rest (antialiased edges,
+            shading). A palette fitted alone loses rare colours: 32 colours by median cut
+            lost blue and drew two of four thin curves in one green.
         compress_level: zlib level (0-9) of the full-colour PNG.
     """
+    counts = isinstance(palette, (int, np.integer)) and not isinstance(palette, bool)
+    if palette is not None and not (counts and 1 <= palette <= 255):
+        raise ValueError(f"palette must be None or a number of colours in 1 … 255; "
+                         f"got {palette!r}.")
     buffer = io.BytesIO()
     # A palette image is decoded again at once: no need to compress the full-colour one.
     level = 0 if palette is not None else compress_level
-    fig.savefig(buffer, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": level})
+    fig.savefig(buffer, format="png", metadata={"Software": None},
+                pil_kwargs={"compress_level": level})
     if palette is None:
         return buffer.getvalue()
-    image = Image.open(buffer).convert("RGB").quantize(palette, method=Image.Quantize.MEDIANCUT,
-                                                       dither=Image.Dither.NONE)
+    image = Image.open(buffer).convert("RGB")
+    fitted = image.quantize(palette, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    fitted_rgb = np.reshape(fitted.getpalette()[: 3 * palette], (-1, 3))
+    used = fitted_rgb[np.unique(np.asarray(fitted))]
+    # Drawn colours first: the fitted colours that equal one of them are dropped.
+    colors = dict.fromkeys(drawn_colors(fig)[: 256 - palette] + [tuple(map(int, c)) for c in used])
+    table = Image.new("P", (1, 1))
+    table.putpalette([v for color in colors for v in color])
+    # Each pixel takes its nearest palette colour: a line's own pixels keep its exact colour.
     out = io.BytesIO()
-    image.save(out, format="png", optimize=True)
+    image.quantize(palette=table, dither=Image.Dither.NONE).save(out, format="png", optimize=True)
     return out.getvalue()
 
 
@@ -112,27 +150,39 @@ class Explorer:
             figure that they update in place (:mod:`annotated_ssm.explorer_figures`), so its
             image must depend on the values only, not on the values drawn before; a new
             pyplot figure per call works too (it is closed once rendered).
-        controls: name -> ipywidgets control (anything with ``value`` and ``description``).
+        controls: name -> ipywidgets control (anything with ``value``, ``description`` and
+            ``disabled``).
         title: one line: the plain-text form of the explorer and the static page's heading.
         grid: name -> values of that control for which the static page stores a frame
             (every combination is drawn); controls left out stay at their first value
             there. Each control's first value is added to its list if missing.
+        inactive: name -> rule(values) that is True where that control changes nothing
+            (θ for HiPPO-LegS, which has no window). There the live widget disables the
+            control and the static page shows it disabled, with the frame of the control's
+            first value for all of its values. A rule reads the other controls' values
+            (a dict by name), never its own control's.
     """
 
-    def __init__(self, draw: Callable[..., Figure], controls: Mapping[str, w.ValueWidget], title: str, *,
-                 grid: Mapping[str, Sequence] | None = None):
+    def __init__(self, draw: Callable[..., Figure], controls: Mapping[str, w.ValueWidget],
+                 title: str, *, grid: Mapping[str, Sequence] | None = None,
+                 inactive: Mapping[str, Callable[[dict], bool]] | None = None):
         self.draw = draw
         self.controls = dict(controls)
         self.title = title
-        unknown = set(grid or {}) - set(self.controls)
-        if unknown:
-            raise ValueError(f"grid must name controls of this explorer ({sorted(self.controls)}); "
-                             f"got {sorted(unknown)}.")
+        for argument, names in (("grid", grid), ("inactive", inactive)):
+            unknown = set(names or {}) - set(self.controls)
+            if unknown:
+                raise ValueError(f"{argument} must name controls of this explorer "
+                                 f"({sorted(self.controls)}); got {sorted(unknown)}.")
+        self.inactive = dict(inactive or {})
         self.initial = self.values()
-        self.grid = {name: _with_default(values, self.initial[name]) for name, values in (grid or {}).items()}
-        self.image = w.Image(value=self.render(), format="png", layout=w.Layout(max_width="100%", height="auto"))
-        self.widget = w.VBox([w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
-                              self.image])
+        self.grid = {name: _with_default(values, self.initial[name])
+                     for name, values in (grid or {}).items()}
+        self._disable_idle_controls()
+        self.image = w.Image(value=self.render(), format="png",
+                             layout=w.Layout(max_width="100%", height="auto"))
+        self.widget = w.VBox([w.HBox(list(self.controls.values()),
+                                     layout=w.Layout(flex_flow="row wrap")), self.image])
         for control in self.controls.values():
             control.observe(self._redraw, names="value")
         self._static_html = None
@@ -140,6 +190,10 @@ class Explorer:
     def values(self) -> dict:
         """The controls' current values, by name."""
         return {name: control.value for name, control in self.controls.items()}
+
+    def idle(self, values: Mapping) -> set[str]:
+        """The names of the controls that change nothing at ``values`` (see ``inactive``)."""
+        return {name for name, rule in self.inactive.items() if rule(values)}
 
     def figure(self, **overrides) -> Figure:
         """The figure for the current values, with any of them overridden. It may be the
@@ -154,13 +208,18 @@ class Explorer:
         finally:
             plt.close(fig)  # frees a pyplot figure; a figure pyplot does not know is left as is
 
+    def _disable_idle_controls(self):
+        idle = self.idle(self.values())
+        for name in self.inactive:
+            self.controls[name].disabled = name in idle
+
     def _redraw(self, *_):
+        self._disable_idle_controls()
         self.image.value = self.render()
 
-    def frames(self) -> tuple[list[StaticControl], list[bytes], list[int]]:
-        """The static page's data: its controls, the distinct images, and for every grid
-        point (``itertools.product`` order) the index of its image. Drawn at the first
-        values of the controls, whatever the live widget shows now."""
+    def frames(self) -> StaticFrames:
+        """The static page's data (:class:`~annotated_ssm.static_explorer.StaticFrames`),
+        drawn at the first values of the controls, whatever the live widget shows now."""
         names = list(self.grid)
         controls = []
         for name in names:
@@ -170,23 +229,31 @@ class Explorer:
             label = control.description or name
             controls.append(StaticControl(name, label, tuple(_value_label(v) for v in values),
                                           values.index(self.initial[name]), slider))
-        images, frames, seen = [], [], {}
+        images, frames, disabled = [], [], []
+        by_bytes, by_point = {}, {}
         for point in itertools.product(*(self.grid[name] for name in names)):
-            image = self.render(palette=STATIC_COLORS, **{**self.initial, **dict(zip(names, point))})
-            if image not in seen:  # e.g. LegS ignores θ: store its frames once
-                seen[image] = len(images)
-                images.append(image)
-            frames.append(seen[image])
-        return controls, images, frames
+            values = {**self.initial, **dict(zip(names, point))}
+            idle = self.idle(values)
+            # A control that changes nothing here is drawn at its first value: one frame
+            # serves all of its values, and it is drawn once.
+            drawn = tuple(self.initial[name] if name in idle else values[name] for name in names)
+            if drawn not in by_point:
+                image = self.render(palette=STATIC_COLORS, **{**values, **dict(zip(names, drawn))})
+                if image not in by_bytes:  # other points may look alike too: stored once
+                    by_bytes[image] = len(images)
+                    images.append(image)
+                by_point[drawn] = by_bytes[image]
+            frames.append(by_point[drawn])
+            disabled.append(tuple(k for k, name in enumerate(names) if name in idle))
+        return StaticFrames(controls, images, frames, disabled)
 
     def static_html(self) -> str:
         """The ``text/html`` form: the static explorer (computed once, then cached)."""
         if self._static_html is None:
-            controls, images, frames = self.frames()
             fixed = [f"{self.controls[name].description or name} = {_value_label(value)}"
                      for name, value in self.initial.items() if name not in self.grid]
-            self._static_html = static_html(self.title, controls, images, frames, mime="image/png", fixed=fixed,
-                                            alt=self.title)
+            self._static_html = static_html(self.title, *self.frames(), mime="image/png",
+                                            fixed=fixed, alt=self.title)
         return self._static_html
 
     def _widget_view(self) -> dict:
@@ -239,7 +306,10 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
         "states": w.IntSlider(value=states, min=1, max=8, description="states N", **common),
     }
     grid = {"real": [-1.5, -0.5, 0.2], "imag": [0.0, 1.0, 3.0, 6.0], "states": [1, 2, 4, 8]}
-    return Explorer(draw, controls, title="Eigenvalue explorer (chapter 1)", grid=grid)
+    # One state has the one eigenvalue λ_0 = real: the spacing of the others changes nothing.
+    inactive = {"imag": lambda values: values["states"] == 1}
+    return Explorer(draw, controls, title="Eigenvalue explorer (chapter 1)", grid=grid,
+                    inactive=inactive)
 
 
 # --- Chapter 2: HiPPO -------------------------------------------------------------------
@@ -270,7 +340,9 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
                                   continuous_update=False, style=_STYLE),
     }
     grid = {"N": [8, 16, 32, 64, 128], "measure": list(hippo.MEASURES), "theta": [0.05, 0.5, 2.0]}
-    return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction", grid=grid)
+    inactive = {"theta": lambda values: values["measure"] == "legs"}  # LegS has no window
+    return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction",
+                    grid=grid, inactive=inactive)
 
 
 # --- Chapter 3: discretisation ----------------------------------------------------------
@@ -342,7 +414,10 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
                                     description="log10 Δ", continuous_update=False, style=_STYLE),
     }
     grid = {"init": list(DIAGONAL_INITS), "N": [16, 64], "log10_step": [-3.0, -2.0, -1.0]}
-    return Explorer(draw, controls, title="S4D eigenvalue explorer", grid=grid)
+    # S4D-Real's eigenvalues are -1, -2, …: it has no common real part or imaginary parts.
+    is_real = lambda values: values["init"] == "real"  # noqa: E731
+    inactive = {"real_part": is_real, "imag_scale": is_real}
+    return Explorer(draw, controls, title="S4D eigenvalue explorer", grid=grid, inactive=inactive)
 
 
 def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:

@@ -135,7 +135,7 @@ def test_static_html_is_deterministic():
     frames of different grid points differ."""
     first, second = (_shrink_grid(EXPLORERS["discretization"]()) for _ in range(2))
     assert first.static_html() == second.static_html()
-    _, images, frames = first.frames()
+    _, images, frames, _ = first.frames()
     assert len(images) == len(frames) == 4
 
 
@@ -154,10 +154,10 @@ def test_frames_follow_the_grid_order():
                                 {"a": ipywidgets.IntSlider(value=1, min=0, max=3, description="a"),
                                  "b": ipywidgets.Dropdown(options=["x", "y"], value="y", description="b")},
                                 "test", grid={"a": [0, 1, 2], "b": ["x", "y"]})
-    controls, images, frames = explorer.frames()
+    controls, images, frames, disabled = explorer.frames()
     assert [c.labels for c in controls] == [("0", "1", "2"), ("x", "y")]
     assert [c.default for c in controls] == [1, 1] and [c.slider for c in controls] == [True, False]
-    assert len(images) == 6 and frames == list(range(6))
+    assert len(images) == 6 and frames == list(range(6)) and disabled == [()] * 6
     for i in range(3):
         for j in range(2):
             k = static_explorer.frame_index(controls, [i, j])

@@ -5,6 +5,9 @@ explorer (annotated_ssm.static_explorer) in Chromium, driven by playwright-core 
 .node/ (`make node`), with every request that leaves localhost blocked. For each explorer it
 moves every control the way a reader would (arrow key on a slider, a new choice in a list)
 and checks that the figure changes: another frame, another image, decoded by the browser.
+A control shown disabled (it changes nothing for the current setting, e.g. θ for
+HiPPO-LegS) must keep the image when its value is set anyway, and must be enabled by some
+value of another control; it is then moved like the others.
 It also reports each explorer's size, whether a widget placeholder was rendered instead,
 console errors raised while the controls move (errors while the page loads are listed but
 belong to the theme: tools/check_site.py), and whether the explorer fits a 400 px phone.
@@ -47,6 +50,37 @@ async function frameOf(handle) {
   });
 }
 
+async function isDisabled(control) {
+  return control.evaluate((c) => c.disabled);
+}
+
+// Set a control as a script would (a disabled one too) and let the page update.
+async function setValue(control, value) {
+  await control.evaluate((c, v) => { c.value = v; c.dispatchEvent(new Event("change")); }, value);
+}
+
+async function valuesOf(control) {
+  return control.evaluate((c) => (c.tagName === "SELECT" ? Array.from(c.options, (o) => o.value)
+    : Array.from({ length: parseInt(c.max, 10) + 1 }, (_, i) => String(i))));
+}
+
+// Moves the other (enabled) controls, one at a time, until controls[k] is enabled; returns
+// the label of the control that enabled it ("" if none did), leaving that setting in place.
+async function enable(controls, k) {
+  for (const [j, other] of controls.entries()) {
+    if (j === k || (await isDisabled(other))) continue;
+    const start = await other.evaluate((c) => c.value);
+    for (const value of await valuesOf(other)) {
+      await setValue(other, value);
+      if (!(await isDisabled(controls[k]))) {
+        return other.evaluate((c) => c.closest("label").textContent.trim().split(" ")[0]);
+      }
+    }
+    await setValue(other, start);
+  }
+  return "";
+}
+
 (async () => {
   const browser = await chromium.launch({ executablePath: config.chromium, args: config.flags });
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -73,7 +107,18 @@ async function frameOf(handle) {
       result.bytes = await root.evaluate((r) => r.outerHTML.length + r.nextElementSibling.outerHTML.length);
       result.frames = await root.evaluate((r) => JSON.parse(r.getAttribute("data-explorer")).frames.length);
       const controls = await root.$$("[data-control]");
-      for (const control of controls) {
+      for (const [k, control] of controls.entries()) {
+        // A control disabled here must change nothing (try another value), and some
+        // setting of the other controls must enable it: then it is moved like the rest.
+        let idle = null;
+        if (await isDisabled(control)) {
+          const start = await control.evaluate((c) => c.value);
+          const before = await frameOf(root);
+          await setValue(control, start === "0" ? "1" : "0");
+          const after = await frameOf(root);
+          await setValue(control, start);
+          idle = { inert: before.src === after.src, enabledBy: await enable(controls, k) };
+        }
         const before = await frameOf(root);
         const kind = await control.evaluate((c) => c.tagName.toLowerCase());
         let moved;
@@ -92,7 +137,7 @@ async function frameOf(handle) {
         await page.waitForFunction((r) => { const i = r.querySelector("img"); return i.complete; }, root);
         const after = await frameOf(root);
         const label = await control.evaluate((c) => c.closest("label").textContent.trim().slice(0, 40));
-        result.controls.push({ label, moved, before: before.frame, after: after.frame,
+        result.controls.push({ label, moved, idle, before: before.frame, after: after.frame,
                                changed: before.frame !== after.frame && before.src !== after.src && after.decoded });
       }
       // A phone: the explorer must fit 400 px without scrolling sideways.
@@ -134,7 +179,13 @@ def failures(result: dict) -> list[str]:
     """What is wrong with one explorer's result (empty: it works)."""
     if result["index"] < 0:
         return ["page lists the marker but no explorer was found"]
-    bad = [f"{c['label']}: figure did not change ({c['moved']})" for c in result["controls"] if not c["changed"]]
+    bad = [f"{c['label']}: figure did not change ({c['moved']})" for c in result["controls"]
+           if not c["changed"]]
+    for c in result["controls"]:
+        if c["idle"] and not c["idle"]["inert"]:
+            bad.append(f"{c['label']}: disabled, yet another value changes the figure")
+        if c["idle"] and not c["idle"]["enabledBy"]:
+            bad.append(f"{c['label']}: disabled, and no other control enables it")
     if not result["controls"]:
         bad.append("no controls")
     if result["bytes"] > MAX_BYTES:
@@ -181,7 +232,10 @@ def main(argv=None) -> int:
         if result["index"] < 0:
             print(f"{result['page']}: FAIL {bad}")
             continue
-        moves = ", ".join(f"{c['label'].split()[0]} {c['before']}->{c['after']}" for c in result["controls"])
+        moves = ", ".join(f"{c['label'].split()[0]} {c['before']}->{c['after']}"
+                          + (f" (disabled until {c['idle']['enabledBy'] or '?'} moved)"
+                             if c["idle"] else "")
+                          for c in result["controls"])
         print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: {result['bytes'] / 1e6:.2f} MB, "
               f"{result['frames']} frames; moved {moves}; phone {result['phone']['img']:.0f} px: "
               + ("ok" if not bad else "FAIL " + "; ".join(bad)))
