@@ -36,7 +36,8 @@ PAGE = """<!doctype html>
 
 def test_problems_lists_each_width():
     report = {"mathErrors": [], "console": [], "exceptions": [], "blocked": [], "overflow": None,
-              "wideCode": ["code block scrolls sideways"], "cutDesktop": [],
+              "wideCode": [], "scrolling": ["code block scrolls sideways"],
+              "scrollingWide": [], "cutDesktop": [],
               "togglesDesktop": [], "cutPhone": ['table "x" cut off'],
               "togglesPhone": ["tapping ☰ does not open the site's navigation"]}
     assert _check_site().problems(report) == [

@@ -6,7 +6,7 @@
 //          "shots": "folder or null", "figure_pages": [...], "headings_page": "..."}.
 // Prints one JSON object per page. On a 1280 px desktop: MathJax errors, console errors and
 // exceptions, requests that tried to leave localhost (blocked: the check runs offline),
-// horizontal overflow, code or output blocks that scroll sideways. On a 400 px phone (touch):
+// horizontal overflow, code or output blocks that scroll sideways (also at 1920 px). On a 400 px phone (touch):
 // what is cut off (wider than the screen or than a box that clips it, and not inside a box
 // of its own that scrolls sideways); whether tapping ☰ opens the site's navigation and
 // tapping Contents the page's table of contents. At both widths, whether the two buttons do
@@ -20,6 +20,7 @@ const config = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
   "--disable-component-update", "--disable-sync", "--no-first-run"];
 const MAX_CODE_LINE = 100;
+const WIDE = 1920;  // a wide desktop, measured besides 1280 px
 
 // Runs inside the page once MathJax has finished.
 function inspect(maxCodeLine) {
@@ -42,27 +43,36 @@ function inspect(maxCodeLine) {
   if (article && article.scrollWidth > article.clientWidth + 1) {
     result.overflow = `article ${article.scrollWidth} px wide in ${article.clientWidth} px`;
   }
-  // Lines over the book's limit are problems, and so is any block that scrolls sideways at
-  // this width (tools/sphinx_ext/static/site_layout.css makes room for 100 characters). A
-  // block hidden on the page (the collapsed setup cell) is measured by its text's width.
+  // Lines over the book's limit (see scrollingBlocks for blocks that scroll sideways).
   result.blocks = 0;
-  result.scrolling = 0;
   for (const pre of document.querySelectorAll("article pre")) {
     const lines = pre.textContent.split("\n");
     const longest = Math.max(...lines.map((line) => line.length));
-    const first = (length) => lines.find((line) => line.length === length).slice(0, 60) + "…";
-    const kind = pre.closest(".cell_output") ? "output" : "code";
     result.blocks += 1;
-    if (pre.scrollWidth > pre.clientWidth + 1) {
-      result.scrolling += 1;
-      result.wideCode.push(`${kind} block scrolls sideways (${pre.scrollWidth} px of text in a ` +
-        `${pre.clientWidth} px box, ${longest} characters): ${first(longest)}`);
-    }
     if (longest > maxCodeLine) {
-      result.wideCode.push(`${kind} block with a line of ${longest} characters: ${first(longest)}`);
+      const kind = pre.closest(".cell_output") ? "output" : "code";
+      result.wideCode.push(`${kind} block with a line of ${longest} characters: ` +
+        lines.find((line) => line.length === longest).slice(0, 60) + "…");
     }
   }
   return result;
+}
+
+// Runs inside the page: the code and output blocks that scroll sideways at this width, which
+// tools/sphinx_ext/static/site_layout.css leaves room for 100 characters at desktop widths.
+// A block hidden on the page (the collapsed setup cell) is laid out all the same.
+function scrollingBlocks() {
+  const found = [];
+  for (const pre of document.querySelectorAll("article pre")) {
+    if (pre.scrollWidth <= pre.clientWidth + 1) continue;
+    const lines = pre.textContent.split("\n");
+    const longest = Math.max(...lines.map((line) => line.length));
+    const kind = pre.closest(".cell_output") ? "output" : "code";
+    found.push(`${kind} block scrolls sideways (${pre.scrollWidth} px of text in a ` +
+      `${pre.clientWidth} px box, ${longest} characters): ` +
+      lines.find((line) => line.length === longest).slice(0, 60) + "…");
+  }
+  return found;
 }
 
 // Runs inside the page: everything in the article that a reader cannot see whole. An element
@@ -259,8 +269,13 @@ async function main() {
   for (const name of config.pages) {
     const { context, page, report } = await openPage(browser, config.base + name, 1280);
     Object.assign(report, await page.evaluate(inspect, MAX_CODE_LINE), { page: name });
+    report.scrolling = await page.evaluate(scrollingBlocks);
     report.cutDesktop = await page.evaluate(cutOff);
     report.togglesDesktop = await toggles(page, false, async () => {});
+    // A wide screen, where the page's table of contents has a column of its own.
+    await page.setViewportSize({ width: WIDE, height: 900 });
+    await page.waitForTimeout(100);
+    report.scrollingWide = await page.evaluate(scrollingBlocks);
     await context.close();
     // The same page on a phone: console errors and exceptions there count too.
     const phone = await openPage(browser, config.base + name, 400);

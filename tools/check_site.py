@@ -7,7 +7,8 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
 - MathJax errors (TeX that does not parse, macros nobody defined), console errors and
   uncaught exceptions, blocked requests;
 - code or output blocks with lines over 100 characters, and any that scroll sideways at
-  1280 px (the article leaves room for 100 characters: tools/sphinx_ext/static/site_layout.css);
+  1280 px or at 1920 px (the article leaves room for 100 characters at desktop widths:
+  tools/sphinx_ext/static/site_layout.css);
 - horizontal overflow: the article wider than its box; anything cut off, at either width
   (an equation, table, code block, image or output wider than the screen or than a box that
   clips it, and not inside a box of its own that scrolls sideways);
@@ -74,7 +75,8 @@ def problems(report: dict) -> list[str]:
     lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
     if report["overflow"]:
         lines.append(f"horizontal overflow: {report['overflow']}")
-    lines += [f"1280 px: {text}" for text in report["wideCode"]]
+    lines += [f"1280 px: {text}" for text in report["wideCode"] + report["scrolling"]]
+    lines += [f"1920 px: {text}" for text in report["scrollingWide"]]
     lines += [f"1280 px: {text}" for text in report["cutDesktop"] + report["togglesDesktop"]]
     lines += [f"400 px: {text}" for text in report["cutPhone"] + report["togglesPhone"]]
     return lines
@@ -82,8 +84,9 @@ def problems(report: dict) -> list[str]:
 
 def summary(report: dict) -> str:
     """What was measured on a page, problems or not."""
-    return (f"{report['math']} math; 1280 px: {report['scrolling']} of {report['blocks']} "
-            f"code/output blocks scroll sideways, {len(report['cutDesktop'])} cut off, "
+    return (f"{report['math']} math; 1280 px: {len(report['scrolling'])} of {report['blocks']} "
+            f"code/output blocks scroll sideways (1920 px: {len(report['scrollingWide'])}), "
+            f"{len(report['cutDesktop'])} cut off, "
             f"{len(report['togglesDesktop'])} button failures; 400 px: "
             f"{len(report['cutPhone'])} cut off, {len(report['togglesPhone'])} button failures")
 
