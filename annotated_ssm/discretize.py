@@ -11,6 +11,7 @@ same formulas hold entry by entry. Everything is written in ``jax.numpy`` and wo
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jax
@@ -19,7 +20,8 @@ import numpy as np
 
 from ._validation import check_choice, check_finite, check_positive_finite, check_square
 
-__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "diagonal_formulas", "dplr_bilinear"]
+__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "diagonal_formulas",
+           "dplr_bilinear", "expm"]
 
 #: The discretisation methods of the package; the layers offer these same names.
 METHODS = ("euler", "bilinear", "zoh")
@@ -145,13 +147,56 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
         batch = jnp.broadcast_shapes(A.shape[:-2], Bm.shape[:-2], dt.shape[:-2])
         top = jnp.concatenate([jnp.broadcast_to(A, batch + (N, N)), jnp.broadcast_to(Bm, batch + (N, M))], axis=-1)
         block = jnp.concatenate([top, jnp.zeros(batch + (M, N + M), dtype=top.dtype)], axis=-2)
-        E = jax.scipy.linalg.expm(dt * block)
+        E = expm(dt * block)
         A_bar, B_bar = E[..., :N, :N], E[..., :N, N:]
     # Every output carries the full batch shape, whichever input it came from.
     batch = jnp.broadcast_shapes(A.shape[:-2], Bm.shape[:-2], dt.shape[:-2])
     A_bar = jnp.broadcast_to(A_bar, batch + (N, N))
     B_bar = jnp.broadcast_to(B_bar, batch + Bm.shape[-2:])
     return A_bar, (B_bar[..., 0] if vector_B else B_bar)
+
+
+# Padé-13 coefficients b_0 … b_13 and the largest ‖X‖₁ at which the [13/13] approximant of
+# e^X has backward error below the float64 unit roundoff (Higham 2005, Table 2.3).
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+_MAX_SQUARINGS = 64
+
+
+def expm(A):
+    """The matrix exponential ``e^A`` of (..., N, N), by scaling and squaring (Higham 2005).
+
+    ``X = A / 2^s`` with the smallest s >= 0 that gives ‖X‖₁ <= θ₁₃ = 5.37, then the
+    [13/13] Padé approximant, squared s times. ``jax.scipy.linalg.expm`` rounds s down instead,
+    so its Padé step runs up to 2 θ₁₃, beyond its range: a rotation by 8 radians came out
+    with error 1.2e-11 (this function: 1.7e-16). Works under jit, grad and vmap; each
+    matrix of a batch has its own s. Returns NaN beyond 64 squarings (‖A‖₁ > 9.9e19).
+    """
+    A = jnp.asarray(A)
+    A = A.astype(jnp.result_type(A.dtype, jnp.float32))
+    product = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+    norm = jax.lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(A), axis=-2), axis=-1))  # ‖A‖₁
+    squarings = jnp.maximum(0, jnp.ceil(jnp.log2(norm / _THETA13)))  # s, (...)
+    X = A / (2 ** squarings)[..., None, None].astype(A.dtype)
+    eye = jnp.eye(A.shape[-1], dtype=A.dtype)
+    X2 = product(X, X)
+    X4 = product(X2, X2)
+    X6 = product(X4, X2)
+    b = _PADE13
+    U = product(X, product(X6, b[13] * X6 + b[11] * X4 + b[9] * X2)
+                + b[7] * X6 + b[5] * X4 + b[3] * X2 + b[1] * eye)
+    V = (product(X6, b[12] * X6 + b[10] * X4 + b[8] * X2)
+         + b[6] * X6 + b[4] * X4 + b[2] * X2 + b[0] * eye)
+    R = jnp.linalg.solve(V - U, V + U)
+
+    def square(R, i):  # the i-th squaring, for the matrices that need it
+        squared = jax.lax.cond(i < jnp.max(squarings), lambda R: product(R, R), lambda R: R, R)
+        return jnp.where((i < squarings)[..., None, None], squared, R), None
+
+    R, _ = jax.lax.scan(square, R, jnp.arange(_MAX_SQUARINGS))
+    return jnp.where((squarings > _MAX_SQUARINGS)[..., None, None], jnp.nan, R)
 
 
 def dplr_bilinear(Lambda, P, B, step, Q=None):

@@ -199,3 +199,77 @@ def test_layers_offer_the_methods_of_discretize():
     for name in ("s4d", "s5"):
         for method in METHODS:
             assert get_layer(name)(2, 4, discretization=method, rngs=nnx.Rngs(0)).discretization == method
+
+
+# --- the matrix exponential of dense ZOH --------------------------------------------------
+
+
+def expm_extended(A):
+    """e^A in extended precision (np.longdouble): Taylor series of A / 2^s with ‖A / 2^s‖₁ <= 1/4,
+    40 terms, squared s times; an independent reference more accurate than float64."""
+    dtype = np.clongdouble if np.iscomplexobj(A) else np.longdouble
+    A = np.asarray(A).astype(dtype)
+    s = max(0, int(np.ceil(np.log2(float(np.abs(A).sum(axis=0).max()) / 0.25))))
+    X = A / dtype(2) ** s
+    term = result = np.eye(len(A), dtype=dtype)
+    for k in range(1, 40):
+        term = term @ X / dtype(k)
+        result = result + term
+    for _ in range(s):
+        result = result @ result
+    return result.astype(np.complex128 if np.iscomplexobj(A) else np.float64)
+
+
+def expm_cases(norm):
+    """A 2x2 rotation, a random non-normal matrix, HiPPO-LegS (N = 8, 64) and a complex
+    matrix, each scaled to ‖A‖₁ = norm."""
+    rng = np.random.default_rng(0)
+    non_normal = 3 * np.triu(rng.normal(size=(6, 6)), 1) - np.diag(rng.uniform(0, 1, 6))
+    cases = {"rotation": np.array([[0.0, -1.0], [1.0, 0.0]]), "non-normal": non_normal,
+             "legs8": hippo.legs(8)[0], "legs64": hippo.legs(64)[0],
+             "complex": rng.normal(size=(5, 5)) + 1j * rng.normal(size=(5, 5))}
+    return {name: A * norm / np.abs(A).sum(axis=0).max() for name, A in cases.items()}
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an extended-precision longdouble")
+@pytest.mark.parametrize("norm", [0.5, 5.0, 8.0, 20.0, 50.0])
+def test_expm_matches_extended_precision_and_scipy(norm):
+    """Scaling to ‖A / 2^s‖₁ <= θ₁₃ before the Padé-13 step: rounding level up to ‖A‖₁ = 50.
+    jax.scipy.linalg.expm rounded s down (rotation by 8: 1.2e-11, by 20: 6.8e-9). SciPy 1.17's
+    own error is up to 9.7e-14 here (the rotation by 8), so the comparison with SciPy allows
+    for it."""
+    from annotated_ssm.discretize import expm
+
+    with jax.enable_x64(True):
+        for name, A in expm_cases(norm).items():
+            exact = expm_extended(A)
+            got = np.asarray(expm(A))
+            assert relative_error(got, exact) < 1e-14, name
+            scipy_error = relative_error(scipy.linalg.expm(A), exact)
+            assert relative_error(got, scipy.linalg.expm(A)) < 1e-14 + scipy_error, name
+
+
+def test_expm_batched_jit_grad_float32_and_overflow():
+    from annotated_ssm.discretize import expm
+
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
+    with jax.enable_x64(True):
+        batch = np.stack([0.1 * rotation, 8 * rotation, 50 * rotation])  # s = 0, 1 and 4
+        got = np.asarray(jax.jit(expm)(batch))
+        for A, E in zip(batch, got):
+            assert relative_error(E, expm_extended(A)) < 1e-14
+        d_sin = jax.grad(lambda t: expm(t * rotation)[1, 0])(8.0)  # d/dθ sin θ
+        assert abs(d_sin - np.cos(8.0)) < 1e-13
+        assert np.all(np.isnan(np.asarray(expm(1e25 * rotation))))  # beyond 64 squarings
+    got32 = expm(np.float32(20) * rotation.astype(np.float32))
+    assert got32.dtype == jnp.float32
+    assert relative_error(got32, expm_extended(20 * rotation)) < 1e-5
+
+
+def test_dense_zoh_of_a_diagonal_matrix_equals_the_diagonal_path():
+    """HiPPO-N's eigenvalues, Δ = 0.1 (‖ΔΛ‖ = 8.1): chapter 3's check, 1.6e-11 with jax's expm."""
+    Lambda, _, B, _ = hippo.dplr_legs(16)
+    with jax.enable_x64(True):
+        A_diag, B_diag = discretize(Lambda, B, 0.1, "zoh")
+        A_dense, B_dense = discretize(np.diag(Lambda), B, 0.1, "zoh")
+        assert max(relative_error(np.diag(A_dense), A_diag), relative_error(B_dense, B_diag)) < 1e-14
