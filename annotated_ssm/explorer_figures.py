@@ -31,7 +31,8 @@ from matplotlib.ticker import NullFormatter
 
 from .plotting import PAGE_WIDTH, complex_plane, page_style
 
-__all__ = ["DiagonalSSMFigure", "HiPPOFigure", "DiscretizationFigure", "S4DFigure", "Figure3Figure", "S5Figure"]
+__all__ = ["DiagonalSSMFigure", "HiPPOFigure", "DiscretizationFigure", "S4DFigure", "Figure3Figure",
+           "S5Figure"]
 
 #: Space added on each side of the data's range, as a fraction of it (matplotlib's default
 #: ``axes.xmargin``/``axes.ymargin``, so the figures look as autoscaled ones did).
@@ -106,8 +107,8 @@ class DiagonalSSMFigure:
         with page_style():
             self.figure = fig = _page_figure(5.6)
             grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.35])
-            self.ax_eig, self.ax_kernel, self.ax_basis = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
-                                                          fig.add_subplot(grid[1, :]))
+            cells = grid[0, 0], grid[0, 1], grid[1, :]  # two panels above one
+            self.ax_eig, self.ax_kernel, self.ax_basis = (fig.add_subplot(cell) for cell in cells)
             # The shading reaches past any limit that update sets.
             self.ax_eig.axvspan(-1e6, 0, color="tab:green", alpha=0.08, lw=0)
             self.ax_eig.axvspan(0, 1e6, color="tab:red", alpha=0.06, lw=0)
@@ -120,10 +121,12 @@ class DiagonalSSMFigure:
             self.ax_kernel.set_xlabel("t")
             self.ax_kernel.set_title(r"impulse response Re $C e^{tA} B$")
 
-            self.basis = [self.ax_basis.plot([], [], lw=1.3, label=f"n={n}")[0] for n in range(max_basis)]
+            self.basis = [self.ax_basis.plot([], [], lw=1.3, label=f"n={n}")[0]
+                          for n in range(max_basis)]
             self.ax_basis.set_xlabel("t")
             self.ax_basis.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
-            fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.94, hspace=0.5, wspace=0.25)
+            fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.94, hspace=0.5,
+                                wspace=0.25)
 
     def update(self, eigenvalues, t, kernel, basis) -> Figure:
         """Show one system.
@@ -147,11 +150,13 @@ class DiagonalSSMFigure:
             # Limits that only grow past the default box when λ leaves it, so the axes stay
             # put while a slider moves λ.
             self.ax_eig.set_xlim(min(-3.2, lam.real.min() - 0.3), max(1.0, lam.real.max() + 0.3))
-            self.ax_eig.set_ylim(min(-0.8, lam.imag.min() - 0.5), max(10.5, np.abs(lam.imag).max() + 0.5))
+            self.ax_eig.set_ylim(min(-0.8, lam.imag.min() - 0.5),
+                                 max(10.5, np.abs(lam.imag).max() + 0.5))
 
             self.kernel.set_data(t, np.real(kernel))
             self.ax_kernel.set_xlim(_span(t))
-            self.ax_kernel.set_ylim(_span(np.real(kernel), 0.0))  # 0: the axis line is always in view
+            # 0: the axis line is always in view.
+            self.ax_kernel.set_ylim(_span(np.real(kernel), 0.0))
 
             curves = np.real(basis[:, :shown])
             for n, line in enumerate(self.basis):
@@ -182,7 +187,8 @@ class HiPPOFigure:
             self.ax_basis.axhline(0, color="0.7", lw=0.8)
             self.ax_basis.set_xlabel("s")
 
-            self.history, = self.ax_history.plot([], [], color="black", lw=2.2, alpha=0.35, label="true history")
+            self.history, = self.ax_history.plot([], [], color="black", lw=2.2, alpha=0.35,
+                                                 label="true history")
             self.reconstruction, = self.ax_history.plot([], [], color="C0", lw=1.2)
             self.theta = self.ax_history.axvline(0, color="0.5", ls=":", lw=1)
             self.ax_history.set_xlabel("lag s (how far in the past)")
@@ -227,7 +233,8 @@ class HiPPOFigure:
             self.ax_history.set_xlim(high, low)  # reversed: time runs left to right
             self.ax_history.set_ylim(_span(history, reconstruction))
             self.ax_history.set_title(f"the last {lags[-1]:g} time units, read back from the state")
-            self.ax_history.legend(handles=[self.history, self.reconstruction], loc="upper left")  # new error
+            # Made anew: the label holds the new error.
+            self.ax_history.legend(handles=[self.history, self.reconstruction], loc="upper left")
         return self.figure
 
 
@@ -241,8 +248,10 @@ class DiscretizationFigure:
             self.ax_eig, self.ax_kernel = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.6]})
             complex_plane(self.ax_eig, np.empty(0), unit_circle=True, color="C3")
             self.eigenvalues = _scatter(self.ax_eig)
-            self.continuous, = self.ax_kernel.plot([], [], color="black", alpha=0.4, lw=2, label="Δ·K(ℓΔ)")
-            self.discrete, = self.ax_kernel.plot([], [], ".-", ms=3, lw=0.8, color="C3", label="K̄_ℓ")
+            self.continuous, = self.ax_kernel.plot([], [], color="black", alpha=0.4, lw=2,
+                                                   label="Δ·K(ℓΔ)")
+            self.discrete, = self.ax_kernel.plot([], [], ".-", ms=3, lw=0.8, color="C3",
+                                                 label="K̄_ℓ")
             self.ax_kernel.set_xlabel("time ℓΔ")
             self.ax_kernel.legend(loc="upper right")
             fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.91, wspace=0.25)
@@ -263,7 +272,8 @@ class DiscretizationFigure:
         times = np.arange(len(K_bar)) * step
         with page_style():
             self.eigenvalues.set_offsets(np.column_stack([z.real, z.imag]))
-            _equal_aspect_limits(self.ax_eig, [-1, 1, *z.real], [-1, 1, *z.imag])  # the circle and the points
+            # The limits hold the unit circle and the points.
+            _equal_aspect_limits(self.ax_eig, [-1, 1, *z.real], [-1, 1, *z.imag])
             self.ax_eig.set_title(f"Ā, max |·| = {np.max(np.abs(A_bar)):.3f}")
 
             self.continuous.set_data(t, step * K)
@@ -290,7 +300,8 @@ class Figure3Figure:
             self.ax = ax = fig.add_subplot()
             self.basis = []
             for n, row in enumerate(exact):
-                self.basis.append(ax.plot(t, np.zeros_like(t), color=f"C{n}", lw=1.1, label=f"$K_{n}$")[0])
+                self.basis.append(ax.plot(t, np.zeros_like(t), color=f"C{n}", lw=1.1,
+                                          label=f"$K_{n}$")[0])
                 ax.plot(t, row, color="k", lw=0.8, ls="--", alpha=0.7)
             ax.axhline(0, color="0.8", lw=0.6)
             ax.set_xlabel("t")
@@ -320,8 +331,8 @@ class S4DFigure:
         with page_style():
             self.figure = fig = _page_figure(5.8)
             grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.5])
-            self.ax_eig, self.ax_basis, self.ax_kernel = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
-                                                          fig.add_subplot(grid[1, :]))
+            cells = grid[0, 0], grid[0, 1], grid[1, :]  # two panels above one
+            self.ax_eig, self.ax_basis, self.ax_kernel = (fig.add_subplot(cell) for cell in cells)
             complex_plane(self.ax_eig, np.empty(0), unit_circle=True, s=10)
             self.eigenvalues = _scatter(self.ax_eig)
             self.ax_eig.set_title(r"$\bar A_n$ (colour: n)")
@@ -331,7 +342,8 @@ class S4DFigure:
             self.ax_kernel.set_title(r"kernel $\bar K_\ell$ for a fixed random C")
             self.ax_kernel.set_xlabel(r"$\ell$")
             self.title = fig.suptitle("")
-            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.25)
+            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.09, top=0.88, hspace=0.55,
+                                wspace=0.25)
 
     def update(self, A, A_bar, basis, kernel, *, step: float, title: str = "") -> Figure:
         """Show one setting.
@@ -348,7 +360,8 @@ class S4DFigure:
         ell = np.arange(basis.shape[-1])
         with page_style():
             self.eigenvalues.set_offsets(np.column_stack([A_bar.real, A_bar.imag]))
-            self.eigenvalues.set_facecolor(_VIRIDIS(np.linspace(0, 1, len(A_bar))))  # colour: n, first to last
+            # Colour: n, first to last.
+            self.eigenvalues.set_facecolor(_VIRIDIS(np.linspace(0, 1, len(A_bar))))
             _equal_aspect_limits(self.ax_eig, [-1, 1, *A_bar.real], [-1, 1, *A_bar.imag])
 
             for line, row in zip(self.basis, basis):
@@ -376,8 +389,8 @@ class S5Figure:
         with page_style():
             self.figure = fig = _page_figure(6.0)
             grid = fig.add_gridspec(2, 2)
-            self.ax_eig, self.ax_time, self.ax_response = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
-                                                           fig.add_subplot(grid[1, :]))
+            cells = grid[0, 0], grid[0, 1], grid[1, :]  # two panels above one
+            self.ax_eig, self.ax_time, self.ax_response = (fig.add_subplot(cell) for cell in cells)
             complex_plane(self.ax_eig, np.empty(0))
             self.eigenvalues = _scatter(self.ax_eig)
             self.ax_eig.set_title("Λ (colour: block)")
@@ -393,15 +406,18 @@ class S5Figure:
             self.ax_time.set_ylabel("cycles per step")
             self.ax_time.set_title("Λ̄ = exp(ΛΔ): timescales")
 
-            self.responses = [self.ax_response.plot([], [], lw=1.2, label=label)[0] for label in labels]
+            self.responses = [self.ax_response.plot([], [], lw=1.2, label=label)[0]
+                              for label in labels]
             self.ax_response.axhline(0, color="0.7", lw=0.8)
             self.ax_response.set_xlabel("time step ℓ")
             self.ax_response.set_title("impulse responses K̄[out, in]")
             self.ax_response.legend(loc="upper right")
             self.title = fig.suptitle("")
-            fig.subplots_adjust(left=0.1, right=0.98, bottom=0.09, top=0.88, hspace=0.55, wspace=0.4)
+            fig.subplots_adjust(left=0.1, right=0.98, bottom=0.09, top=0.88, hspace=0.55,
+                                wspace=0.4)
 
-    def update(self, Lambda, step, Lambda_bar, responses, *, blocks: int = 1, title: str = "") -> Figure:
+    def update(self, Lambda, step, Lambda_bar, responses, *, blocks: int = 1,
+               title: str = "") -> Figure:
         """Show one system.
 
         Args:
@@ -421,13 +437,15 @@ class S5Figure:
             raise ValueError(f"responses must have one row per label ({len(self.responses)}); "
                              f"got shape {responses.shape}.")
         colors = _TAB10(np.repeat(np.arange(blocks), len(Lambda) // blocks) % 10)
-        # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times per step.
+        # Each state's own clock: it forgets over 1/(-Re Λ·Δ) steps and turns Im Λ·Δ/2π times
+        # per step.
         memory = 1 / (-Lambda.real * step)
         frequency = np.abs(Lambda.imag) * step / (2 * np.pi)
         with page_style():
             self.eigenvalues.set_offsets(np.column_stack([Lambda.real, Lambda.imag]))
             self.eigenvalues.set_facecolor(colors)
-            self.ax_eig.set_xlim(_span(Lambda.real, 0.0))  # 0: the axes lines through 0 stay in view
+            # 0: the axes lines through 0 stay in view.
+            self.ax_eig.set_xlim(_span(Lambda.real, 0.0))
             self.ax_eig.set_ylim(_span(Lambda.imag, 0.0))
 
             self.timescales.set_offsets(np.column_stack([memory, frequency]))

@@ -7,6 +7,11 @@ stores the images, together with HTML sliders and drop-down lists that swap them
 ``text/html`` form of its output. The page needs no server, no network and no library: the
 images are ``data:`` URLs and the script is inline.
 
+A control that changes nothing for some setting (θ for HiPPO-LegS, which has no window) is
+shown disabled there, as the live widget disables it: the page's data lists, for every grid
+point, which controls are disabled, and the script enables and disables them as the
+reader moves the others.
+
 This module only writes that HTML; :mod:`annotated_ssm.widgets` renders the frames. The
 output is deterministic (same images, same bytes), and every image is a
 ``data:image/...;base64,`` string, which a test comparing outputs can mask with one regular

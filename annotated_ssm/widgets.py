@@ -36,8 +36,8 @@ from PIL import Image
 
 from . import explorer_figures, hippo, ssm
 from .discretize import METHODS, discretize
-from .init import (DIAGONAL_INITS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel, legs_exact_basis, legs_n_basis,
-                   s5_system, warm_up_diagonal_kernel)
+from .init import (DIAGONAL_INITS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel, legs_exact_basis,
+                   legs_n_basis, s5_system, warm_up_diagonal_kernel)
 from .kernels import naive_kernel
 from .static_explorer import StaticControl, StaticFrames, static_html
 
@@ -55,9 +55,10 @@ __all__ = [
 ]
 
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
-#: Colours fitted to each static frame, on top of the colours its lines and markers are
-#: drawn in, which the palette always holds exactly (:func:`figure_image`). A palette
-#: PNG is about three times smaller than a full-colour one.
+#: Colours fitted to each static frame (octree), on top of the colours its lines and
+#: markers are drawn in, which the palette always holds exactly (:func:`figure_image`). A
+#: palette PNG is three to four times smaller than a full-colour one; the chapters'
+#: frames are 0-11% larger than with the 32 fitted colours used before, which lost colours.
 STATIC_COLORS = 64
 #: zlib level of the live widget's PNG: level 1 encodes the S5 explorer's figure in 11 ms
 #: instead of the default 6's 17 ms, for 5% more bytes, which only travel from the kernel
@@ -261,7 +262,8 @@ class Explorer:
         only has ``_ipython_display_``, sending this same dictionary)."""
         if hasattr(self.widget, "_repr_mimebundle_"):  # ipywidgets 8
             return dict(self.widget._repr_mimebundle_() or {}).get(WIDGET_VIEW_MIMETYPE)
-        on_displayed = getattr(self.widget, "_handle_displayed", None)  # ipywidgets 7: run display callbacks
+        # ipywidgets 7: run the display callbacks.
+        on_displayed = getattr(self.widget, "_handle_displayed", None)
         if on_displayed is not None:
             on_displayed()
         return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
@@ -269,8 +271,10 @@ class Explorer:
     def _repr_mimebundle_(self, include=None, exclude=None):
         forms = {
             WIDGET_VIEW_MIMETYPE: self._widget_view,
-            # A short, stable text form (nbval compares it; the widget's own repr lists every trait).
-            "text/plain": lambda: f"<{self.title}: interactive with a running kernel; precomputed frames on the website>",
+            # A short, stable text form (nbval compares it; the widget's own repr lists
+            # every trait).
+            "text/plain": lambda: (f"<{self.title}: interactive with a running kernel; "
+                                   "precomputed frames on the website>"),
         }
         # Colab only ever shows the live widget: skip the seconds the frames take there.
         if "google.colab" not in sys.modules:
@@ -285,7 +289,8 @@ _STYLE = {"description_width": "initial"}
 # --- Chapter 1: continuous-time SSMs ----------------------------------------------------
 
 
-def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, t_max: float = 8.0) -> Explorer:
+def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4,
+                        t_max: float = 8.0) -> Explorer:
     """Chapter 1's widget: choose the eigenvalues λ_n = real + i·imag·n (n = 0 … states-1) of
     a diagonal A (B = C = 1) and watch the eigenvalue plot, the impulse response and the
     basis functions e^{tλ_n} update."""
@@ -295,14 +300,17 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4, 
     def draw(real, imag, states):
         eigenvalues = real + 1j * imag * np.arange(states)
         A, B, C = np.diag(eigenvalues), np.ones(states), np.ones(states)
-        return figure.update(eigenvalues, t, ssm.impulse_response(A, B, C, t), ssm.basis_functions(A, B, t))
+        return figure.update(eigenvalues, t, ssm.impulse_response(A, B, C, t),
+                             ssm.basis_functions(A, B, t))
 
     # Redraw when a slider is released, not at every pixel of a drag (queued redraws would
     # make the sliders lag).
     common = {"style": _STYLE, "continuous_update": False}
     controls = {
-        "real": w.FloatSlider(value=real, min=-3.0, max=0.5, step=0.05, description="Re λ (decay)", **common),
-        "imag": w.FloatSlider(value=imag, min=0.0, max=10.0, step=0.1, description="Im λ spacing", **common),
+        "real": w.FloatSlider(value=real, min=-3.0, max=0.5, step=0.05, description="Re λ (decay)",
+                              **common),
+        "imag": w.FloatSlider(value=imag, min=0.0, max=10.0, step=0.1, description="Im λ spacing",
+                              **common),
         "states": w.IntSlider(value=states, min=1, max=8, description="states N", **common),
     }
     grid = {"real": [-1.5, -0.5, 0.2], "imag": [0.0, 1.0, 3.0, 6.0], "states": [1, 2, 4, 8]}
@@ -330,18 +338,22 @@ def hippo_explorer(signal, *, T: float = 10.0, dt: float = 0.01, window: float =
 
     def draw(N, measure, theta):
         m = hippo.memory(u, dt, measure, N, window, theta=theta)
-        return figure.update(m.lags, m.basis, signal(T - m.lags), m.reconstruction, measure=measure, N=N, theta=theta)
+        return figure.update(m.lags, m.basis, signal(T - m.lags), m.reconstruction, measure=measure,
+                             N=N, theta=theta)
 
     controls = {
-        "N": w.IntSlider(value=32, min=2, max=128, step=2, description="N", continuous_update=False),
+        "N": w.IntSlider(value=32, min=2, max=128, step=2, description="N",
+                         continuous_update=False),
         "measure": w.Dropdown(options=list(hippo.MEASURES), value="legs", description="measure"),
         # LegT: window length; LagT: time scale (try ~0.05). Log scale covers both.
-        "theta": w.FloatLogSlider(value=2.0, base=10, min=-2, max=0.6, step=0.05, description="θ (LegT, LagT)",
-                                  continuous_update=False, style=_STYLE),
+        "theta": w.FloatLogSlider(value=2.0, base=10, min=-2, max=0.6, step=0.05,
+                                  description="θ (LegT, LagT)", continuous_update=False,
+                                  style=_STYLE),
     }
     grid = {"N": [8, 16, 32, 64, 128], "measure": list(hippo.MEASURES), "theta": [0.05, 0.5, 2.0]}
     inactive = {"theta": lambda values: values["measure"] == "legs"}  # LegS has no window
-    return Explorer(draw, controls, "HiPPO explorer: N and measure -> basis functions and reconstruction",
+    return Explorer(draw, controls,
+                    "HiPPO explorer: N and measure -> basis functions and reconstruction",
                     grid=grid, inactive=inactive)
 
 
@@ -375,15 +387,16 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
         "method": w.Dropdown(options=list(METHODS), value="bilinear", description="method"),
     }
     grid = {"log10_step": [-2.0, -1.5, -1.0, -0.5, 0.0, 0.5], "method": list(METHODS)}
-    return Explorer(draw, controls, "Discretisation explorer: Δ and method -> Ā's eigenvalues and the kernel",
+    return Explorer(draw, controls,
+                    "Discretisation explorer: Δ and method -> Ā's eigenvalues and the kernel",
                     grid=grid)
 
 
 # --- Chapter 6: S4D eigenvalue explorer and Figure 3 ------------------------------------
 
 
-_DISPLAY_NAMES = {"legs": "LegS", "inv": "Inv", "lin": "Lin", "inv2": "Inv2", "quad": "Quad", "real": "Real",
-                  "rand": "Rand"}
+_DISPLAY_NAMES = {"legs": "LegS", "inv": "Inv", "lin": "Lin", "inv2": "Inv2", "quad": "Quad",
+                  "real": "Real", "rand": "Rand"}
 _FIGURE3_SLOTS = 512  # the Figure 3 explorer pads N/2 to this (N <= 1024): one compiled kernel
 
 
@@ -398,16 +411,20 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
         step = 10.0**log10_step
         data = diagonal_kernel(init, N, real_part, imag_scale, discretization, step)
         note = " (Re, scale fixed)" if init == "real" else ""
-        return figure.update(*data, step=step, title=f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}")
+        title = f"S4D-{_DISPLAY_NAMES[init]}, N = {N}, {discretization}{note}"
+        return figure.update(*data, step=step, title=title)
 
     warm_up_diagonal_kernel()  # compile now, not on the first click
     controls = {
-        "init": w.Dropdown(options=list(DIAGONAL_INITS), value=init, description="init", style=_STYLE),
-        "N": w.IntSlider(value=N, min=4, max=256, step=4, description="N", continuous_update=False, style=_STYLE),
-        "real_part": w.FloatSlider(value=real_part, min=-3.0, max=-0.05, step=0.05, description="Re A",
-                                   continuous_update=False, style=_STYLE),
+        "init": w.Dropdown(options=list(DIAGONAL_INITS), value=init, description="init",
+                           style=_STYLE),
+        "N": w.IntSlider(value=N, min=4, max=256, step=4, description="N", continuous_update=False,
+                         style=_STYLE),
+        "real_part": w.FloatSlider(value=real_part, min=-3.0, max=-0.05, step=0.05,
+                                   description="Re A", continuous_update=False, style=_STYLE),
         "imag_scale": w.FloatLogSlider(value=imag_scale, base=10, min=-2, max=2, step=0.25,
-                                       description="Im scale", continuous_update=False, style=_STYLE),
+                                       description="Im scale", continuous_update=False,
+                                       style=_STYLE),
         "discretization": w.ToggleButtons(options=["zoh", "bilinear"], value=discretization,
                                           description="method", style=_STYLE),
         "log10_step": w.FloatSlider(value=float(np.log10(step)), min=-3.0, max=0.0, step=0.25,
@@ -435,7 +452,8 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
     controls = {
         "N": w.SelectionSlider(options=[16, 32, 64, 128, 256, 512, 1024], value=N, description="N",
                                continuous_update=False),
-        "discretization": w.ToggleButtons(options=["zoh", "bilinear"], value=discretization, description="method"),
+        "discretization": w.ToggleButtons(options=["zoh", "bilinear"], value=discretization,
+                                          description="method"),
     }
     grid = {"N": [16, 32, 64, 128, 256, 512, 1024], "discretization": ["zoh", "bilinear"]}
     return Explorer(draw, controls, title="Figure 3 explorer", grid=grid)
@@ -452,15 +470,18 @@ def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 
 
     def draw(P, J, log10_step):
         system = s5_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
-        return figure.update(system.Lambda, system.step, system.Lambda_bar, system.responses[:, outputs, inputs].T,
-                             blocks=J, title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
+        return figure.update(system.Lambda, system.step, system.Lambda_bar,
+                             system.responses[:, outputs, inputs].T, blocks=J,
+                             title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
 
     controls = {
         "P": w.Dropdown(options=[16, 32, 64], value=32, description="P"),
         "J": w.Dropdown(options=[1, 2, 4, 8], value=4, description="J"),
-        "log10_step": w.FloatRangeSlider(value=(-3.0, -1.0), min=-4.0, max=0.0, step=0.25, description="log10 Δ",
-                                         continuous_update=False),
+        "log10_step": w.FloatRangeSlider(value=(-3.0, -1.0), min=-4.0, max=0.0, step=0.25,
+                                         description="log10 Δ", continuous_update=False),
     }
-    grid = {"P": [16, 32, 64], "J": [1, 2, 4, 8], "log10_step": [(-4.0, -2.0), (-3.0, -1.0), (-2.0, 0.0)]}
-    return Explorer(draw, controls, "S5 explorer: P, J and the Δ range -> eigenvalues and impulse responses",
+    grid = {"P": [16, 32, 64], "J": [1, 2, 4, 8],
+            "log10_step": [(-4.0, -2.0), (-3.0, -1.0), (-2.0, 0.0)]}
+    return Explorer(draw, controls,
+                    "S5 explorer: P, J and the Δ range -> eigenvalues and impulse responses",
                     grid=grid)

@@ -18,16 +18,18 @@ def _figures():
     basis = np.stack([np.cos(k * T) for k in range(4)])
     A = -0.5 + 1j * np.arange(8)
     return {
-        "diagonal_ssm": lambda: explorer_figures.DiagonalSSMFigure().update(A[:4], T, np.cos(T), basis.T),
-        "hippo": lambda: explorer_figures.HiPPOFigure().update(T, basis, np.sin(T), np.sin(T) + 0.01, measure="legt",
-                                                               N=4, theta=2.0),
-        "discretization": lambda: explorer_figures.DiscretizationFigure().update(np.exp(0.1 * A), T, np.cos(T),
-                                                                                 np.cos(T[::5]), step=0.1,
-                                                                                 method="zoh"),
-        "s4d": lambda: explorer_figures.S4DFigure().update(A, np.exp(0.1 * A), basis, np.cos(T), step=0.1, title="t"),
-        "figure3": lambda: explorer_figures.Figure3Figure(T, basis).update(basis, N=64, discretization="zoh"),
-        "s5": lambda: explorer_figures.S5Figure(["out 0 ← in 0"]).update(A, np.full(8, 0.1), np.exp(0.1 * A),
-                                                                          np.cos(T)[None], blocks=2, title="t"),
+        "diagonal_ssm": lambda: explorer_figures.DiagonalSSMFigure().update(
+            A[:4], T, np.cos(T), basis.T),
+        "hippo": lambda: explorer_figures.HiPPOFigure().update(
+            T, basis, np.sin(T), np.sin(T) + 0.01, measure="legt", N=4, theta=2.0),
+        "discretization": lambda: explorer_figures.DiscretizationFigure().update(
+            np.exp(0.1 * A), T, np.cos(T), np.cos(T[::5]), step=0.1, method="zoh"),
+        "s4d": lambda: explorer_figures.S4DFigure().update(
+            A, np.exp(0.1 * A), basis, np.cos(T), step=0.1, title="t"),
+        "figure3": lambda: explorer_figures.Figure3Figure(T, basis).update(
+            basis, N=64, discretization="zoh"),
+        "s5": lambda: explorer_figures.S5Figure(["out 0 ← in 0"]).update(
+            A, np.full(8, 0.1), np.exp(0.1 * A), np.cos(T)[None], blocks=2, title="t"),
     }
 
 
@@ -36,7 +38,8 @@ def test_explorer_figures_fit_the_page_with_readable_text(name):
     fig = _figures()[name]()
     fig.canvas.draw()  # makes the tick labels, outside the page style as the widget's PNG does
     width_px = fig.get_size_inches()[0] * fig.dpi
-    assert width_px == pytest.approx(750)  # 7.5 in at 100 dpi: the text column, no downscaling on a desktop
+    # 7.5 in at 100 dpi: the text column, no downscaling on a desktop.
+    assert width_px == pytest.approx(750)
     sizes = [text.get_fontsize() for text in fig.findobj(matplotlib.text.Text)
              if text.get_visible() and text.get_text().strip()]
     assert len(sizes) > 10 and min(sizes) >= 11, sorted(sizes)[:5]
@@ -45,7 +48,8 @@ def test_explorer_figures_fit_the_page_with_readable_text(name):
 def test_page_style_does_not_leak():
     """The explorers' font sizes apply inside their figures only."""
     before = dict(plt.rcParams)
-    explorer_figures.Figure3Figure(T, np.zeros((4, T.size))).update(np.zeros((4, T.size)), N=16, discretization="zoh")
+    zeros = np.zeros((4, T.size))
+    explorer_figures.Figure3Figure(T, zeros).update(zeros, N=16, discretization="zoh")
     assert plt.rcParams["font.size"] == before["font.size"]
 
 
@@ -57,18 +61,21 @@ def test_figures_stay_out_of_pyplot():
     assert plt.get_fignums() == before
 
 
-@pytest.mark.parametrize("points", [np.exp(0.1 * (-0.5 + 1j * np.arange(8))), np.array([0.5 + 12j, 3.0 - 0.2j])])
+@pytest.mark.parametrize("points", [np.exp(0.1 * (-0.5 + 1j * np.arange(8))),
+                                    np.array([0.5 + 12j, 3.0 - 0.2j])])
 def test_unit_circle_stays_round(points):
     """The discrete eigenvalue panels set equal-aspect limits themselves (from the points
     alone): one unit is as long on both axes, and matplotlib's own aspect adjustment,
     which would depend on earlier data, finds nothing to change."""
-    fig = explorer_figures.DiscretizationFigure().update(points, T, np.cos(T), np.cos(T[::5]), step=0.1,
-                                                         method="zoh")
+    fig = explorer_figures.DiscretizationFigure().update(points, T, np.cos(T), np.cos(T[::5]),
+                                                         step=0.1, method="zoh")
     ax = fig.axes[0]
     limits = ax.get_xlim(), ax.get_ylim()
     fig.canvas.draw()
     assert (ax.get_xlim(), ax.get_ylim()) == limits
     box = ax.get_window_extent()
-    assert np.ptp(ax.get_xlim()) / box.width == pytest.approx(np.ptp(ax.get_ylim()) / box.height, rel=1e-3)
+    x_per_pixel, y_per_pixel = np.ptp(ax.get_xlim()) / box.width, np.ptp(ax.get_ylim()) / box.height
+    assert x_per_pixel == pytest.approx(y_per_pixel, rel=1e-3)
     for z in (*points, 1, -1, 1j, -1j):  # the points and the whole circle are in view
-        assert ax.get_xlim()[0] < z.real < ax.get_xlim()[1] and ax.get_ylim()[0] < np.imag(z) < ax.get_ylim()[1]
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert x0 < z.real < x1 and y0 < np.imag(z) < y1

@@ -36,8 +36,8 @@ def _signal(t):
 EXPLORERS = {
     "eigenvalue": lambda: widgets.eigenvalue_explorer(),
     "hippo": lambda: widgets.hippo_explorer(_signal),
-    "discretization": lambda: widgets.discretization_explorer(-0.3 + 1j * np.pi * np.arange(4), np.ones(4),
-                                                              np.ones(4)),
+    "discretization": lambda: widgets.discretization_explorer(
+        -0.3 + 1j * np.pi * np.arange(4), np.ones(4), np.ones(4)),
     "s4d": lambda: widgets.s4d_explorer(),
     "figure3": lambda: widgets.figure3_explorer(),
     "s5": lambda: widgets.s5_explorer(),
@@ -47,7 +47,8 @@ EXPLORERS = {
 def _shrink_grid(explorer):
     """Keep two values (the first one and one other) of the first two grid controls."""
     names = list(explorer.grid)[:2]
-    explorer.grid = {name: [explorer.initial[name]] + [v for v in explorer.grid[name] if v != explorer.initial[name]][:1]
+    explorer.grid = {name: [explorer.initial[name]]
+                     + [v for v in explorer.grid[name] if v != explorer.initial[name]][:1]
                      for name in names}
     return explorer
 
@@ -108,9 +109,11 @@ def test_moving_a_control_redraws(name, control, value, explorers):
 
 
 @pytest.mark.parametrize("name, moves", [
-    ("eigenvalue", {"states": 8, "real": 0.4, "imag": 10.0}),  # widens the eigenvalue axes, adds curves
+    # Widens the eigenvalue axes, adds curves.
+    ("eigenvalue", {"states": 8, "real": 0.4, "imag": 10.0}),
     ("hippo", {"measure": "legt", "N": 128, "theta": 0.05}),  # shows LegT's window line
-    ("discretization", {"method": "euler", "log10_step": 0.5}),  # eigenvalues far outside the circle
+    # Eigenvalues far outside the circle.
+    ("discretization", {"method": "euler", "log10_step": 0.5}),
     ("s4d", {"init": "lin", "N": 256, "log10_step": -1.0}),
     ("figure3", {"N": 1024, "discretization": "bilinear"}),
     ("s5", {"P": 64, "J": 8, "log10_step": (-2.0, 0.0)}),
@@ -152,7 +155,8 @@ def test_frames_follow_the_grid_order():
     page's script computes (mixed radix, first control most significant)."""
     explorer = widgets.Explorer(lambda a, b: _text_figure(f"{a}-{b}"),
                                 {"a": ipywidgets.IntSlider(value=1, min=0, max=3, description="a"),
-                                 "b": ipywidgets.Dropdown(options=["x", "y"], value="y", description="b")},
+                                 "b": ipywidgets.Dropdown(options=["x", "y"], value="y",
+                                                          description="b")},
                                 "test", grid={"a": [0, 1, 2], "b": ["x", "y"]})
     controls, images, frames, disabled = explorer.frames()
     assert [c.labels for c in controls] == [("0", "1", "2"), ("x", "y")]
@@ -161,7 +165,8 @@ def test_frames_follow_the_grid_order():
     for i in range(3):
         for j in range(2):
             k = static_explorer.frame_index(controls, [i, j])
-            assert images[frames[k]] == explorer.render(palette=widgets.STATIC_COLORS, a=i, b="xy"[j])
+            expected = explorer.render(palette=widgets.STATIC_COLORS, a=i, b="xy"[j])
+            assert images[frames[k]] == expected
 
 
 def _text_figure(text):
@@ -172,7 +177,8 @@ def _text_figure(text):
 
 def test_bad_grid_and_frames():
     with pytest.raises(ValueError, match="grid must name controls"):
-        widgets.Explorer(lambda a: _text_figure(a), {"a": ipywidgets.Dropdown(options=["x"], value="x")}, "t",
+        widgets.Explorer(lambda a: _text_figure(a),
+                         {"a": ipywidgets.Dropdown(options=["x"], value="x")}, "t",
                          grid={"b": [1]})
     control = static_explorer.StaticControl("a", "a", ("1", "2"), 0, True)
     with pytest.raises(ValueError, match="one entry per grid point"):
@@ -182,7 +188,8 @@ def test_bad_grid_and_frames():
 
 
 @pytest.mark.parametrize("name, control, values", [
-    ("s4d", "N", [16, 128, 256, 4]), ("figure3", "N", [16, 1024, 128]), ("s5", "P", [16, 64]), ("s5", "J", [1, 8]),
+    ("s4d", "N", [16, 128, 256, 4]), ("figure3", "N", [16, 1024, 128]), ("s5", "P", [16, 64]),
+    ("s5", "J", [1, 8]),
     ("hippo", "N", [2, 128, 64]),
 ])
 def test_no_compilation_when_a_control_moves(name, control, values, explorers, caplog):
@@ -199,14 +206,18 @@ def test_no_compilation_when_a_control_moves(name, control, values, explorers, c
 def test_hippo_and_init_import_no_plotting_library():
     """The core install has no matplotlib or ipywidgets: hippo and init must not need them."""
     code = ("import sys, annotated_ssm.hippo, annotated_ssm.init; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'ipywidgets', 'PIL')); "
+            "bad = sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('matplotlib', 'ipywidgets', 'PIL')); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "explorer_figures.py", "static_explorer.py"])
+@pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "explorer_figures.py",
+                                    "static_explorer.py"])
 def test_imports_at_module_level(module):
     tree = ast.parse((ROOT / "annotated_ssm" / module).read_text())
-    inner = [node.lineno for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    functions = [f for f in ast.walk(tree) if isinstance(f, kinds)]
+    inner = [node.lineno for function in functions
              for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert not inner, f"imports inside functions at lines {inner}"

@@ -98,14 +98,17 @@ async function enable(controls, k) {
     page.on("pageerror", (e) => errors.push(String(e).slice(0, 200)));
     await page.goto(config.base + pagePath, { waitUntil: "load" });
     const explorers = await page.$$(".annotated-ssm-explorer");
-    const widgetViews = await page.$$eval("script[type='application/vnd.jupyter.widget-view+json']", (s) => s.length);
+    const widgetViews = await page.$$eval(
+      "script[type='application/vnd.jupyter.widget-view+json']", (s) => s.length);
     for (const [index, root] of explorers.entries()) {
       const loadErrors = errors.length;
       const result = { page: pagePath, index, controls: [], widgetViews, blocked,
                        pageErrors: errors.slice(0, loadErrors) };
       result.title = await root.evaluate((r) => r.querySelector("strong").textContent);
-      result.bytes = await root.evaluate((r) => r.outerHTML.length + r.nextElementSibling.outerHTML.length);
-      result.frames = await root.evaluate((r) => JSON.parse(r.getAttribute("data-explorer")).frames.length);
+      result.bytes = await root.evaluate(
+        (r) => r.outerHTML.length + r.nextElementSibling.outerHTML.length);
+      result.frames = await root.evaluate(
+        (r) => JSON.parse(r.getAttribute("data-explorer")).frames.length);
       const controls = await root.$$("[data-control]");
       for (const [k, control] of controls.entries()) {
         // A control disabled here must change nothing (try another value), and some
@@ -134,16 +137,19 @@ async function enable(controls, k) {
           await page.keyboard.press(value === max ? "ArrowLeft" : "ArrowRight");
           moved = `slider ${value} -> ${await control.evaluate((c) => c.value)}`;
         }
-        await page.waitForFunction((r) => { const i = r.querySelector("img"); return i.complete; }, root);
+        await page.waitForFunction((r) => r.querySelector("img").complete, root);
         const after = await frameOf(root);
-        const label = await control.evaluate((c) => c.closest("label").textContent.trim().slice(0, 40));
+        const label = await control.evaluate(
+          (c) => c.closest("label").textContent.trim().slice(0, 40));
         result.controls.push({ label, moved, idle, before: before.frame, after: after.frame,
-                               changed: before.frame !== after.frame && before.src !== after.src && after.decoded });
+                               changed: before.frame !== after.frame && before.src !== after.src
+                                 && after.decoded });
       }
       // A phone: the explorer must fit 400 px without scrolling sideways.
       await page.setViewportSize({ width: 400, height: 800 });
       result.phone = await root.evaluate((r) => ({ width: r.getBoundingClientRect().width,
-        img: r.querySelector("img").getBoundingClientRect().width, scroll: r.scrollWidth > r.clientWidth + 1 }));
+        img: r.querySelector("img").getBoundingClientRect().width,
+        scroll: r.scrollWidth > r.clientWidth + 1 }));
       await page.setViewportSize({ width: 1280, height: 900 });
       result.errors = errors.slice(loadErrors);  // raised while the controls moved: the explorer's
       errors.length = loadErrors;
@@ -164,7 +170,8 @@ def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -172,7 +179,8 @@ def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
 def explorer_pages(site: pathlib.Path) -> list[str]:
     """Pages (relative to the site) whose HTML holds a static explorer."""
     return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
-                  if not p.relative_to(site).parts[0].startswith(("_", ".")) and MARKER in p.read_text(errors="ignore"))
+                  if not p.relative_to(site).parts[0].startswith(("_", "."))
+                  and MARKER in p.read_text(errors="ignore"))
 
 
 def failures(result: dict) -> list[str]:
@@ -205,8 +213,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site", type=pathlib.Path, default=ROOT / "_build" / "html")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--node-modules", type=pathlib.Path, default=ROOT / ".node" / "node_modules",
-                        help="a node_modules folder holding playwright-core (default: .node/, `make node`)")
+    parser.add_argument("--node-modules", type=pathlib.Path,
+                        default=ROOT / ".node" / "node_modules",
+                        help="a node_modules folder holding playwright-core "
+                             "(default: .node/, `make node`)")
     args = parser.parse_args(argv)
     pages = explorer_pages(args.site)
     if not pages:
@@ -217,7 +227,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         driver, config = pathlib.Path(tmp, "driver.js"), pathlib.Path(tmp, "config.json")
         driver.write_text(DRIVER)
-        config.write_text(json.dumps({"base": base, "pages": pages, "chromium": args.chromium, "flags": FLAGS}))
+        config.write_text(json.dumps({"base": base, "pages": pages, "chromium": args.chromium,
+                                      "flags": FLAGS}))
         run = subprocess.run(["node", str(driver), str(config)], capture_output=True, text=True,
                              env={**os.environ, "NODE_PATH": str(args.node_modules)})
     server.shutdown()
@@ -236,10 +247,12 @@ def main(argv=None) -> int:
                           + (f" (disabled until {c['idle']['enabledBy'] or '?'} moved)"
                              if c["idle"] else "")
                           for c in result["controls"])
-        print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: {result['bytes'] / 1e6:.2f} MB, "
+        print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: "
+              f"{result['bytes'] / 1e6:.2f} MB, "
               f"{result['frames']} frames; moved {moves}; phone {result['phone']['img']:.0f} px: "
               + ("ok" if not bad else "FAIL " + "; ".join(bad)))
-        if result["pageErrors"]:  # the theme's, not the explorer's: tools/check_site.py reports them
+        # Errors while the page loaded are the theme's: tools/check_site.py reports them.
+        if result["pageErrors"]:
             print(f"    (console errors while the page loaded: {result['pageErrors'][:3]})")
     print(f"{failed} explorer(s) failing" if failed else "every explorer moves, offline")
     return 1 if failed else 0
