@@ -17,6 +17,9 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   desktop, ☰ must hide the navigation column and Contents, where the table of contents is
   behind it, open it.
 
+A page that only redirects (Jupyter Book's index.html) is not opened: the page it leads to
+is checked, and a redirect to a page that does not exist is a problem.
+
     make book && python tools/check_site.py                  # exit 1 if any page has a problem
     python tools/check_site.py --shots /tmp/shots            # also screenshots: each page at
                                                              # 400 px with ☰ and Contents opened,
@@ -33,6 +36,7 @@ import http.server
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,6 +69,19 @@ def pages(site: pathlib.Path) -> list[str]:
     relative = [p.relative_to(site) for p in site.rglob("*.html")]
     return sorted(str(p) for p in relative
                   if p.parts[0] not in skip and not any(part.startswith(".") for part in p.parts))
+
+
+REFRESH = re.compile(r'\s*<meta http-equiv="refresh" content="\d+;\s*url=([^"]+)"\s*/?>\s*',
+                     re.IGNORECASE)
+
+
+def redirect(site: pathlib.Path, page: str) -> str | None:
+    """Where ``page`` sends the reader if it is only a redirect (Jupyter Book's index.html),
+    relative to the site's root; None for a real page."""
+    match = REFRESH.fullmatch((site / page).read_text(encoding="utf-8", errors="replace"))
+    if not match:
+        return None
+    return (pathlib.PurePosixPath(page).parent / match.group(1)).as_posix()
 
 
 def problems(report: dict) -> list[str]:
@@ -104,7 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     if not (NODE_MODULES / "playwright-core").is_dir():
         raise SystemExit("playwright-core is missing: run `make node`")
     server = serve(args.site)
-    chosen = args.pages or pages(args.site)
+    chosen, redirects = [], {}
+    for page in args.pages or pages(args.site):
+        target = redirect(args.site, page)
+        if target is None:
+            chosen.append(page)
+        else:
+            # A redirect has nothing to read: the page it leads to is checked instead.
+            redirects[page] = target
+            if (args.site / target).exists() and target not in chosen:
+                chosen.append(target)
+    chosen = list(dict.fromkeys(chosen))
     chapters = [page for page in chosen if page.startswith("book/0")]
     config = {
         "base": f"http://127.0.0.1:{server.server_port}/",
@@ -126,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     if run.returncode != 0:
         raise SystemExit(f"the browser run failed:\n{run.stderr}")
     bad = 0
+    for page, target in redirects.items():
+        missing = not (args.site / target).exists()
+        bad += missing
+        print(f"{page}: redirects to {target}" + (", which does not exist" if missing else ""))
     for line in run.stdout.splitlines():
         report = json.loads(line)
         if "figure" in report:
@@ -138,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
               + ("OK" if not found else f"{len(found)} problem(s)"))
         for problem in found:
             print(f"    {problem}")
-    print(f"{len(chosen)} pages, {bad} with problems")
+    print(f"{len(chosen) + len(redirects)} pages, {bad} with problems")
     return 1 if bad else 0
 
 
