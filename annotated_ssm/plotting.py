@@ -359,7 +359,8 @@ def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):
 def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
     """The S4D paper's Figure 3, computed, at the page's width: (a) S4-LegS exact (closed
     form) with its own SSM kernel dotted on top; (b) S4D-LegS ZOH N = 256; (c) N = 1024;
-    (d) N = 1024 bilinear. One legend above the four panels."""
+    (d) N = 1024 bilinear. One legend above the four panels. The paper states neither Δ,
+    the window nor N: these (Δ = 0.002, t ∈ [0, 2.5]) are the book's choice."""
     L = int(round(t_max / step)) + 1
     t = step * np.arange(L)
     exact, ssm = legs_exact_basis(L, step)
