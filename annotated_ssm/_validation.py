@@ -93,6 +93,31 @@ def check_positive_real(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_step_bounds(step_min: Any, step_max: Any, dtype=np.float32) -> tuple[float, float]:
+    """Return (step_min, step_max) as floats, or raise ValueError unless each is a real number
+    that is finite and a normal number > 0 in ``dtype`` (where log Δ is computed and stored:
+    1e-50 is 0 in float32 and 1e39 is inf, either gives a NaN log Δ), and step_min <= step_max.
+    """
+    info = np.finfo(dtype)
+    for name, value in (("step_min", step_min), ("step_max", step_max)):
+        real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+        with np.errstate(over="ignore", under="ignore"):
+            cast = np.asarray(value, dtype) if real else None
+        if not (real and np.isfinite(value) and value > 0 and np.isfinite(cast) and cast >= info.tiny):
+            became = ""
+            if real and np.isfinite(value) and value > 0:
+                kind = ", subnormal" if 0 < cast < info.tiny else ""
+                became = f" ({float(cast):.6g} in {info.dtype}{kind})"
+            raise ValueError(
+                f"{name} must be a real number > 0, finite and normal in {info.dtype} (from "
+                f"{info.tiny:.3g} to {info.max:.3g}: log Δ is computed in {info.dtype}); "
+                f"got {value!r}{became}."
+            )
+    if step_min > step_max:
+        raise ValueError(f"step_min must be <= step_max; got step_min={step_min}, step_max={step_max}.")
+    return float(step_min), float(step_max)
+
+
 def check_batch_shape(name: str, batch_shape: Any) -> tuple[int, ...]:
     """A batch shape as a tuple: an integer n means (n,); every entry an integer >= 0."""
     shape = (batch_shape,) if isinstance(batch_shape, (int, np.integer)) and not isinstance(batch_shape, bool) else batch_shape
@@ -121,9 +146,12 @@ def computation_dtypes(name: str, x: Any) -> tuple[np.dtype, np.dtype]:
     - integers and bools: computed and returned in the default float dtype (never cast back
       to an integer, which would truncate the output);
     - complex or non-numeric: ValueError (the layers are real maps).
+
+    Without ``jax_enable_x64``, float64 is float32 in JAX, so float64 input gives float32.
     """
     dtype = np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
     if dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
         return dtype, dtype
     if dtype in (np.dtype(jax.numpy.bfloat16), np.dtype(np.float16)):
         return np.dtype(np.float32), dtype
@@ -135,12 +163,15 @@ def computation_dtypes(name: str, x: Any) -> tuple[np.dtype, np.dtype]:
     )
 
 
-def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...]) -> None:
+def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...], *,
+                    original: Any = None) -> None:
     """Raise ValueError naming the first non-finite entry of a concrete ``x`` by its position.
 
     ``axis_names`` names x's axes from the last one backwards, e.g. ("batch", "time",
     "channel") for (B, L, H); a 2-D x uses the last two. Skipped for tracers (under jit,
     grad, vmap): looking at the values would need a device-to-host copy inside the trace.
+    ``original``: the values before a cast to x's dtype, named in the message where the
+    cast made a finite entry non-finite (1e39 is inf in float32).
     """
     if not is_concrete(x):
         return
@@ -152,8 +183,12 @@ def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...]) -> None:
     names = axis_names[len(axis_names) - values.ndim:]
     where = ", ".join(f"{n} {int(i)}" for n, i in zip(names, position))
     bad = values.size - int(np.count_nonzero(finite))
+    got = values[tuple(position)]
+    before = None if original is None else np.asarray(original)[tuple(position)]
+    if before is not None and np.isfinite(before):
+        got = f"{before} (which is {got} in {values.dtype}, the dtype it is computed in)"
     raise ValueError(
-        f"{name} must be finite; got {values[tuple(position)]} at ({where}), the first of {bad} "
+        f"{name} must be finite; got {got} at ({where}), the first of {bad} "
         f"non-finite entr{'y' if bad == 1 else 'ies'}. (A NaN or inf would spread through the "
         f"convolution to earlier time steps.)"
     )

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from ._validation import check_choice, check_positive_finite, check_positive_int
+from ._validation import (check_bool, check_choice, check_positive_finite, check_positive_int,
+                          check_step_bounds)
 from .discretize import discretize_dense, discretize_diagonal
 from .hippo import dplr_legs, legs, legs_basis
 from .kernels import naive_kernel, vandermonde_kernel
@@ -45,10 +46,7 @@ def log_step(key: jax.Array, shape, step_min: float = 1e-3, step_max: float = 1e
         float32 array of ``shape`` holding log Δ (layers store log Δ and use exp of it, which
         keeps Δ positive during training).
     """
-    check_positive_finite("step_min", step_min)
-    check_positive_finite("step_max", step_max)
-    if step_min > step_max:
-        raise ValueError(f"step_min must be <= step_max; got step_min={step_min}, step_max={step_max}.")
+    step_min, step_max = check_step_bounds(step_min, step_max)
     return jax.random.uniform(key, shape, jnp.float32, jnp.log(step_min), jnp.log(step_max))
 
 
@@ -124,6 +122,30 @@ def legs_eigenvalues(N: int) -> np.ndarray:
     return -0.5 + 1j * _legs_imag(N)
 
 
+#: The keyword arguments of :func:`diagonal_init` a layer's ``init_options`` may set.
+DIAGONAL_INIT_OPTIONS = ("real_part", "imag_scale", "random_real", "random_imag")
+
+
+def _is_real_number(value) -> bool:
+    return (not isinstance(value, (bool, np.bool_))
+            and isinstance(value, (int, float, np.integer, np.floating)))
+
+
+def check_init_options(init_options) -> dict:
+    """``init_options`` of a diagonal layer as a dict, or ValueError naming an unknown key
+    (the values are checked by :func:`diagonal_init`)."""
+    if init_options is None:
+        return {}
+    if not isinstance(init_options, dict):
+        raise TypeError(f"init_options must be a dict or None; got {type(init_options).__name__} "
+                        f"{init_options!r}.")
+    unknown = [key for key in init_options if key not in DIAGONAL_INIT_OPTIONS]
+    if unknown:
+        raise ValueError(f"unknown init_options key {unknown[0]!r}; choose from: "
+                         f"{', '.join(map(repr, DIAGONAL_INIT_OPTIONS))}.")
+    return dict(init_options)
+
+
 def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_scale: float = 1.0,
                   random_real: bool = False, random_imag: bool = False) -> np.ndarray:
     """The diagonal state matrix A of an S4D/DSS initialisation, by name.
@@ -162,10 +184,13 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     """
     check_choice("name", name, DIAGONAL_INITS)
     N = check_positive_int("N", N)
-    if not (np.isfinite(real_part) and real_part < 0):
-        raise ValueError(f"real_part must be finite and < 0 (a stable SSM); got {real_part!r}.")
-    if not (np.isfinite(imag_scale) and imag_scale >= 0):
-        raise ValueError(f"imag_scale must be finite and >= 0; got {imag_scale!r}.")
+    random_real = check_bool("random_real", random_real)
+    random_imag = check_bool("random_imag", random_imag)
+    if not (_is_real_number(real_part) and np.isfinite(real_part) and real_part < 0):
+        raise ValueError(f"real_part must be a real number, finite and < 0 (a stable SSM); "
+                         f"got {real_part!r}.")
+    if not (_is_real_number(imag_scale) and np.isfinite(imag_scale) and imag_scale >= 0):
+        raise ValueError(f"imag_scale must be a real number, finite and >= 0; got {imag_scale!r}.")
     if (random_real or random_imag or name == "rand") and key is None:
         raise ValueError(f"key must be a jax.random key for name={name!r} with random_real={random_real}, "
                          f"random_imag={random_imag}; got key=None.")

@@ -13,6 +13,8 @@
 - ``CausalSequenceModel``: decodes every step (sequence-to-sequence regression). Its layers
   are causal, so it also runs as a recurrence: ``step`` advances one time step with each
   layer's recurrent ``step`` and ``generate`` feeds its own predictions back as inputs.
+  The recurrence is for inference, in either mode: BatchNorm uses its running statistics
+  (a step sees no batch over time) and dropout is off.
 
 Shapes: inputs (B, L, d_input); classifier outputs (B, n_classes); causal model outputs
 (B, L, d_output). A single unbatched sequence (L, d_input) works too.
@@ -67,9 +69,9 @@ class ResidualBlock(nnx.Module):
         self.glu = glu
         self.mix = nnx.Linear(d_model, 2 * d_model if glu else d_model, rngs=rngs)
 
-    def _position_wise(self, y):
+    def _position_wise(self, y, deterministic: bool | None = None):
         """Everything after the SSM: GELU, dropout, channel mixing. Acts on each step alone."""
-        y = self.dropout(jax.nn.gelu(y))
+        y = self.dropout(jax.nn.gelu(y), deterministic=deterministic)
         y = self.mix(y)
         return jax.nn.glu(y, axis=-1) if self.glu else y
 
@@ -77,9 +79,14 @@ class ResidualBlock(nnx.Module):
         return x + self._position_wise(self.ssm(self.norm(x)))
 
     def step(self, state, x_t, system):
-        """One time step, x_t: (…, H). Norm and mixing act per step, so only the SSM keeps state."""
-        state, y_t = self.ssm.step(state, self.norm(x_t), system)
-        return state, x_t + self._position_wise(y_t)
+        """One time step, x_t: (…, H). Norm and mixing act per step, so only the SSM keeps state.
+        Inference in either mode: BatchNorm's running statistics, no dropout."""
+        if isinstance(self.norm, nnx.BatchNorm):
+            x_norm = self.norm(x_t, use_running_average=True)
+        else:
+            x_norm = self.norm(x_t)
+        state, y_t = self.ssm.step(state, x_norm, system)
+        return state, x_t + self._position_wise(y_t, deterministic=True)
 
 
 class SequenceModel(nnx.Module):
@@ -117,13 +124,16 @@ class SequenceModel(nnx.Module):
         ])
         self.final_norm = nnx.LayerNorm(d_model, rngs=rngs)
 
-    def check_input(self, x) -> None:
-        """ValueError unless x is (B, L, d_input) or (L, d_input)."""
-        check_ndim("x", x, (2, 3), f"(batch, length, {self.d_input}) or (length, {self.d_input})")
+    def check_input(self, x, name: str = "x") -> None:
+        """ValueError unless x is (B, L, d_input) or (L, d_input) with L >= 1."""
+        check_ndim(name, x, (2, 3), f"(batch, length, {self.d_input}) or (length, {self.d_input})")
         if np.shape(x)[-1] != self.d_input:
             raise ValueError(
-                f"x must have {self.d_input} channels on its last axis (the model's d_input); got shape {np.shape(x)}."
+                f"{name} must have {self.d_input} channels on its last axis (the model's d_input); "
+                f"got shape {np.shape(x)}."
             )
+        if np.shape(x)[-2] < 1:
+            raise ValueError(f"{name} must have length >= 1 (axis -2); got shape {np.shape(x)}.")
 
     def features(self, x):
         """(…, L, d_input) → (…, L, d_model): the blocks' output before pooling/decoding."""
@@ -199,7 +209,8 @@ class CausalSequenceModel(SequenceModel):
         return new_state, self.decoder(self.final_norm(h))
 
     def recurrent(self, x):
-        """The whole sequence by ``step``: must equal ``self(x)`` up to float rounding."""
+        """The whole sequence by ``step``: equals ``self(x)`` up to float rounding in eval mode
+        (in train mode, ``self(x)`` uses the batch's statistics in BatchNorm, and dropout)."""
         self.check_input(x)
         x = jnp.asarray(x)
         system = self.discrete_system(x.shape[-2])
@@ -213,12 +224,13 @@ class CausalSequenceModel(SequenceModel):
         The prompt is read step by step (teacher forcing); after it, the output at each step
         becomes the next input. Returns all outputs, (B, P + n_steps - 1, d_output): y[:, t]
         predicts the input at t + 1, so y[:, P - 1:] is the continuation (n_steps values).
+        The prompt needs P >= 1 steps (the first prediction needs an input).
         """
         if self.d_output != self.d_input:
             raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal "
                              f"d_input; got d_output={self.d_output}, d_input={self.d_input}.")
         n_steps = check_positive_int("n_steps", n_steps)
-        self.check_input(prompt)
+        self.check_input(prompt, "prompt")
         prompt = jnp.asarray(prompt)
         P = prompt.shape[-2]
         system = self.discrete_system(P + n_steps - 1)

@@ -89,6 +89,8 @@ def test_computation_dtypes():
     assert v.computation_dtypes("u", np.zeros(2, np.float16)) == (f32, np.dtype(np.float16))
     assert v.computation_dtypes("u", np.zeros(2, np.int64)) == (f32, f32)
     assert v.computation_dtypes("u", np.zeros(2, bool)) == (f32, f32)
+    # Without x64, float64 is float32 in JAX: computed (and returned) in float32.
+    assert v.computation_dtypes("u", np.zeros(2, np.float64)) == (f32, f32)
     with jax.enable_x64(True):
         assert v.computation_dtypes("u", np.zeros(2, np.float64)) == (f64, f64)
         assert v.computation_dtypes("u", np.zeros(2, np.int8)) == (f64, f64)  # the default float
@@ -109,3 +111,28 @@ def test_check_finite_at_names_the_first_bad_position():
         v.check_finite_at("u", x[1, 3:], ("batch", "time", "channel"))  # time counts from the slice
     # Under jit the values are tracers: nothing is checked (no device-to-host copy).
     assert np.isnan(jax.jit(lambda x: v.check_finite_at("u", x, ("time",)) or x)(jnp.array([np.nan])))[0]
+
+
+def test_check_step_bounds_in_float32():
+    assert v.check_step_bounds(1e-3, 0.1) == (1e-3, 0.1)
+    tiny = float(np.finfo(np.float32).tiny)
+    assert v.check_step_bounds(tiny, 1e38) == (tiny, 1e38)
+    for bad, shown in [(1e-50, r"1e-50 \(0 in float32\)"), (1e-40, r"1e-40 \(9\.99995e-41 in float32, subnormal\)"),
+                       (0.0, "0.0"), (-1.0, "-1.0"), (np.nan, "nan"), ("1", "'1'"), (True, "True")]:
+        with pytest.raises(ValueError, match=rf"step_min must be a real number > 0, finite and normal in float32 "
+                                             rf"\(from 1\.18e-38 to 3\.4e\+38.*got {shown}\.$"):
+            v.check_step_bounds(bad, 0.1)
+    with pytest.raises(ValueError, match=r"step_max .*got 1e\+39 \(inf in float32\)"):
+        v.check_step_bounds(1e-3, 1e39)
+    with pytest.raises(ValueError, match=r"step_min must be <= step_max; got step_min=0.5, step_max=0.1"):
+        v.check_step_bounds(0.5, 0.1)
+    assert v.check_step_bounds(1e-300, 1e-3, np.float64) == (1e-300, 1e-3)  # another dtype
+
+
+def test_check_finite_at_names_the_value_before_the_cast():
+    original = np.array([[0.0, 1e39]])
+    with np.errstate(over="ignore"):
+        cast = original.astype(np.float32)
+    with pytest.raises(ValueError, match=r"u must be finite; got 1e\+39 \(which is inf in float32, the dtype it is "
+                                         r"computed in\) at \(time 0, channel 1\)"):
+        v.check_finite_at("u", cast, ("time", "channel"), original=original)

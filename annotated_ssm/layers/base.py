@@ -58,7 +58,7 @@ from .._validation import (
     check_finite_at,
     check_ndim,
     check_positive_int,
-    check_positive_real,
+    check_step_bounds,
     computation_dtypes,
     default_float_dtype,
 )
@@ -129,10 +129,20 @@ def check_sequence_input(u, d_model: int) -> None:
 
 
 def _prepare(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.dtype]:
-    """Apply the dtype policy and the finiteness check: (u in its computation dtype, output dtype)."""
+    """Apply the dtype policy and the finiteness check: (u in its computation dtype, output dtype).
+
+    Finite after the cast: float64 1e39 is inf in float32. Host input (NumPy, Python) is cast
+    and checked on the host, before it goes to the device."""
     compute, output = computation_dtypes(name, u)
-    check_finite_at(name, u, axis_names)
-    return jnp.asarray(u).astype(compute), output
+    if isinstance(u, jax.Array):  # a device array or a tracer
+        u = u.astype(compute)
+        check_finite_at(name, u, axis_names)
+        return u, output
+    host = np.asarray(u)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = host.astype(compute)
+    check_finite_at(name, cast, axis_names, original=host)
+    return jnp.asarray(cast), output
 
 
 def compiled(layer: "SSMLayer", method: str, *args) -> Any:
@@ -187,10 +197,7 @@ class SSMLayer(nnx.Module):
         if even_state and self.state_size % 2:
             raise ValueError(f"state_size must be even ({even_state}); got {self.state_size}.")
         self.bidirectional = check_bool("bidirectional", bidirectional)
-        self.step_min = check_positive_real("step_min", step_min)
-        self.step_max = check_positive_real("step_max", step_max)
-        if self.step_min > self.step_max:
-            raise ValueError(f"step_min must be <= step_max; got step_min={step_min}, step_max={step_max}.")
+        self.step_min, self.step_max = check_step_bounds(step_min, step_max)
 
     def _init_log_step(self, rngs: nnx.Rngs, shape) -> None:
         """``log_step``: log Δ ~ U[log step_min, log step_max] of the given shape."""
@@ -288,10 +295,31 @@ class SSMLayer(nnx.Module):
         if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
             raise ValueError(f"u_t must have shape (..., {self.d_model}); got {np.shape(u_t)}.")
         u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
+        self._check_state(state, u_t.shape[:-1])
         if system is None:
             system = self.discrete_system(None, dtype=u_t.dtype)
         state, y = self._step(system, state, u_t)
         return state, y.astype(out_dtype)
+
+    def _check_state(self, state, batch_shape: tuple[int, ...]) -> None:
+        """ValueError unless ``state`` has the structure and shapes of ``init_state(batch_shape)``
+        (shapes only: nothing is read from the device)."""
+        expected = jax.eval_shape(lambda: self._init_state(batch_shape, jnp.float32))
+        leaves, structure = jax.tree.flatten(state)
+        got = [np.shape(x) for x in leaves]
+        if structure == jax.tree.structure(expected) and got == [e.shape for e in jax.tree.leaves(expected)]:
+            return
+        if structure == jax.tree.structure(expected):
+            single = jax.tree.leaves(jax.eval_shape(lambda: self._init_state((), jnp.float32)))[0].shape
+            first, n = got[0], len(got[0]) - len(single)
+            found = (f"one for batch shape {first[:n]}" if n >= 0 and first[n:] == single
+                     else f"leaves of shapes {got}")
+        else:
+            found = f"a {type(state).__name__} of another structure"
+        raise ValueError(
+            f"state must be this layer's state for u_t's batch shape {batch_shape} (made by "
+            f"init_state({batch_shape}) or returned by step); got {found}."
+        )
 
     def recurrent(self, u):
         """Run the recurrence over a whole sequence u (B, L, H) or (L, H): y of the same shape,

@@ -20,7 +20,7 @@ from flax import nnx
 
 from .._validation import check_bool, check_choice
 from ..discretize import METHODS, diagonal_formulas
-from ..init import DIAGONAL_INITS, diagonal_init
+from ..init import DIAGONAL_INITS, check_init_options, diagonal_init
 from ..kernels import vandermonde_kernel
 from .base import (
     ConvolutionalSSMLayer, DiagonalSystem, SSMParam, complex_dtype, complex_to_pair, diagonal_step, pair_to_complex,
@@ -83,7 +83,10 @@ class S4DLayer(ConvolutionalSSMLayer):
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         train_B = check_bool("train_B", train_B)
-        options = dict(init_options or {})
+        options = check_init_options(init_options)
+        for flag in ("random_real", "random_imag"):
+            if flag in options:
+                options[flag] = check_bool(f"init_options[{flag!r}]", options[flag])
         random = init == "rand" or options.get("random_real") or options.get("random_imag")
         if random:  # a different random draw per channel, as in the reference implementation
             keys = jax.random.split(rngs.params(), H)
