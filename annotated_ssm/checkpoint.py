@@ -54,7 +54,7 @@ from . import __version__
 from .model import SequenceModel, model_from_architecture
 
 __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info", "check_checkpoint_path",
-           "check_metadata", "recover_checkpoint", "METADATA_FILE", "FORMAT"]
+           "check_metadata", "check_path_names", "recover_checkpoint", "METADATA_FILE", "FORMAT"]
 
 METADATA_FILE = "annotated_ssm.json"
 ARRAYS = ("model", "optimizer", "rng")  # one orbax directory each
@@ -133,6 +133,43 @@ def _limits(folder: pathlib.Path) -> tuple[int, int]:
         return 255, 4096
 
 
+def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
+    """``path`` or its nearest ancestor that exists (a name too long does not exist)."""
+    while True:
+        try:
+            if path.exists():
+                return path
+        except OSError:  # e.g. ENAMETOOLONG
+            pass
+        path = path.parent
+
+
+def check_path_names(path: str | os.PathLike, siblings: tuple[str, ...] = ()) -> pathlib.Path:
+    """Return ``path`` as an absolute path; ValueError if a name a save will create — a
+    folder of ``path`` that does not exist yet, or a sibling of ``path`` named in
+    ``siblings`` — is too long for the file system, or files inside would exceed its path
+    limit. Touches nothing."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"checkpoint path must be a str or os.PathLike; got {type(path).__name__}.")
+    if str(path) == "":
+        raise ValueError("checkpoint path must not be empty.")
+    path = pathlib.Path(path).absolute()
+    ancestor = _nearest_existing(path)
+    name_max, path_max = _limits(ancestor)
+    names = [*path.relative_to(ancestor).parts, *siblings]
+    too_long = [n for n in names if len(n.encode()) > name_max]
+    if too_long:
+        allowed = name_max - max((len(s) - len(path.name) for s in siblings), default=0)
+        raise ValueError(f"checkpoint path {str(path)!r} has a name too long for this file system: saving "
+                         f"creates {too_long[0]!r} ({len(too_long[0].encode())} bytes; at most {name_max}). "
+                         f"Use a folder name of at most {allowed} characters.")
+    inner = 160  # the longest path orbax writes inside a checkpoint, with room to spare
+    if len(str(path).encode()) + inner > path_max:
+        raise ValueError(f"checkpoint path {str(path)!r} is too long ({len(str(path).encode())} bytes): files "
+                         f"inside it would exceed this file system's {path_max}-byte path limit.")
+    return path
+
+
 def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
     """Return ``path`` as an absolute path if a checkpoint may be saved there; else raise.
 
@@ -140,15 +177,13 @@ def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
     or an earlier checkpoint of this package. ValueError for anything that saving would
     destroy (a file, a folder with other content, the current directory or a parent of
     it) and for names too long for the file system (including the hidden temporary
-    siblings a save creates); OSError if the folder cannot be written (found by creating
-    and removing a directory with the save's own temporary name there, which also works
-    for root, whom permissions do not stop). Nothing is left behind.
+    siblings a save creates, see :func:`check_path_names`); OSError if the folder cannot
+    be written (found by creating and removing a directory with the save's own temporary
+    name there, which also works for root, whom permissions do not stop). Nothing is left
+    behind.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"checkpoint path must be a str or os.PathLike; got {type(path).__name__}.")
-    if str(path) == "":
-        raise ValueError("checkpoint path must not be empty.")
-    path = pathlib.Path(path).absolute()
+    prefixes = _temporary_prefixes(pathlib.Path(str(path) or "."))
+    path = check_path_names(path, tuple(p + "X" * RANDOM_SUFFIX for p in prefixes.values()))
     resolved = path.resolve()
     cwd = pathlib.Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
@@ -163,24 +198,9 @@ def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
                          f"checkpoint (it holds {shown}); saving would delete those files. Choose a new or empty "
                          f"folder.")
     # The nearest existing ancestor must be a writable directory.
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
+    ancestor = _nearest_existing(path.parent)
     if not ancestor.is_dir():
         raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not a directory.")
-    name_max, path_max = _limits(ancestor)
-    prefixes = _temporary_prefixes(path)
-    names = [*path.relative_to(ancestor).parts, *(p + "X" * RANDOM_SUFFIX for p in prefixes.values())]
-    too_long = [n for n in names if len(n.encode()) > name_max]
-    if too_long:
-        raise ValueError(f"checkpoint path {str(path)!r} has a name too long for this file system: saving "
-                         f"creates {too_long[0]!r} ({len(too_long[0].encode())} bytes; at most {name_max}). "
-                         f"Use a folder name of at most {name_max - len(prefixes['previous']) - RANDOM_SUFFIX + len(path.name)} "
-                         f"characters.")
-    inner = 160  # the longest path orbax writes inside a checkpoint, with room to spare
-    if len(str(path).encode()) + inner > path_max:
-        raise ValueError(f"checkpoint path {str(path)!r} is too long ({len(str(path).encode())} bytes): files "
-                         f"inside it would exceed this file system's {path_max}-byte path limit.")
     try:
         prefix = prefixes["partial"] if ancestor == path.parent else ".annotated_ssm-write-test-"
         tempfile.TemporaryDirectory(dir=ancestor, prefix=prefix).cleanup()
@@ -274,8 +294,9 @@ def _write(directory: pathlib.Path, tree: dict, metadata: dict) -> None:
     """Write the arrays, then the metadata (last: a directory with metadata is complete)."""
     checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())  # synchronous: no background thread
     try:
-        for key, arrays in tree.items():
-            checkpointer.save(directory / key, arrays)
+        with _quiet_orbax():  # a full disk: our caller reports the OSError, orbax need not log it too
+            for key, arrays in tree.items():
+                checkpointer.save(directory / key, arrays)
     finally:
         checkpointer.close()
     (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
@@ -399,6 +420,11 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     if not path.is_dir():
         raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.{_leftover_note(path)}")
     if not file.is_file():
+        runs = [name for name in ("best", "last") if (path / name / METADATA_FILE).is_file()]
+        if runs:
+            raise ValueError(f"{str(path)!r} is a training run folder, not a checkpoint: load "
+                             f"{' or '.join(repr(str(path / name)) for name in runs)} (best: the best epoch "
+                             f"on validation; last: the training state).")
         raise ValueError(f"{str(path)!r} is not an annotated_ssm checkpoint: it has no {METADATA_FILE} "
                          f"(an incomplete save, or a folder written by something else).")
     try:

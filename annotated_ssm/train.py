@@ -59,7 +59,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from .checkpoint import (check_checkpoint_path, check_metadata, is_stale, load_model, mark_stale, read_checkpoint_info,
+from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale, load_model, mark_stale, read_checkpoint_info,
                          recover_checkpoint, restore_checkpoint, save_checkpoint)
 from .config import ModelConfig, TrainConfig, check_seed
 from .data import DATASET_TASKS, DATASETS, Dataset, batches, check_dataset, load_dataset, validation_split
@@ -357,7 +357,7 @@ def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathli
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"checkpoint must be a str or os.PathLike (a run folder); got {type(path).__name__}.")
-    path = pathlib.Path(path).absolute()
+    path = check_path_names(path)  # names too long, before anything looks at them
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose another path.")
     if path.is_dir():
@@ -406,6 +406,7 @@ class _Run:
         self.best_score, self.best_state, self.best_dirty = -math.inf, None, False
         self.epoch_losses: list = []  # this epoch's step losses (device arrays or floats)
         self.saved_step, self.saved_time = None, time.monotonic()
+        self.finished = False  # resumed from a run that had ended: nothing left to train
 
     def training_state(self, step: int, finished: bool) -> dict:
         best = None if self.history.best_epoch is None else {"epoch": self.history.best_epoch,
@@ -461,10 +462,8 @@ class _Run:
         if state["dataset"] != _fingerprint(dataset):
             raise ValueError(f"the run in {str(folder)!r} was trained on another data set ({state['dataset']}); "
                              f"this one is {_fingerprint(dataset)}.")
-        if state["step"] >= self.total_steps:
-            raise ValueError(f"the run in {str(folder)!r} is finished (step {state['step']} of "
-                             f"{self.total_steps}); nothing is left to train.")
         restore_checkpoint(folder / LAST, model, optimizer)
+        self.finished = bool(state["finished"])
         self.history = History(**state["history"])
         self.epoch_losses = list(np.asarray(state["epoch_losses"], np.float32))
         if state["best"] is not None:
@@ -536,7 +535,9 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     stopped, and the result is bit for bit the one of an uninterrupted run (on the same
     device; dropout included). Give the same ``config`` (only the fields in
     ``TrainConfig.RESUME_IRRELEVANT`` may change) and data set. The returned history
-    covers the whole run.
+    covers the whole run. A run that had ended is not trained again: the model gets its
+    final (or best) weights and the test set is evaluated, so a script that resumes may
+    simply be run again until it completes.
 
     A given ``optimizer`` (e.g. restored with ``restore_checkpoint``) is used as it is,
     schedule included, and training starts at its step count.
@@ -584,7 +585,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         start = int(optimizer.step[...])
         if path is not None and (path / BEST).exists():
             shutil.rmtree(path / BEST)  # an earlier run's best model (ours: checked above)
-    if start >= total_steps:
+    if start >= total_steps and not run.finished:
         raise ValueError(f"the optimizer is already at step {start}, which is the end of this config's budget "
                          f"({total_steps} steps); raise epochs or max_steps to train on.")
     if int(optimizer.step[...]) != start:
@@ -601,18 +602,17 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     history = run.history
     bar = tqdm(total=total_steps, initial=start, disable=not config.progress, desc=f"{model.layer_name}", unit="step")
     step = start
-    with _ctrl_c_saves(path is not None) as ctrl_c:
+    with _ctrl_c_saves(path is not None and not run.finished) as ctrl_c:
 
         def save_if_due(epoch: int, first_step: int) -> None:
-            interrupted = ctrl_c["set"]
-            if run.due(step, interrupted):
+            if run.due(step, ctrl_c["set"]):
                 _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # never save a diverged state
                 run.save(model, optimizer, step)
-            if interrupted:
+            if ctrl_c["set"]:  # also when Ctrl-C came during that save: the state of this step is saved
                 bar.close()
                 raise TrainingInterrupted(step, path)
 
-        for epoch in range(start // steps_per_epoch, config.epochs):
+        for epoch in range(start // steps_per_epoch, config.epochs if not run.finished else 0):
             epoch_start = time.perf_counter()
             skip = step - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on before
             first_step = step - len(run.epoch_losses)
@@ -653,7 +653,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         bar.close()
         if config.max_steps is not None and step == config.max_steps < steps_per_epoch * config.epochs:
             history.stopped = "step budget"
-        if path is not None:
+        if path is not None and not run.finished:
             run.save(model, optimizer, step, finished=True)
     if run.best_state is not None and history.best_epoch != history.epoch[-1]:
         nnx.update(model, run.best_state)
@@ -897,7 +897,7 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     if not isinstance(state, dict) or "dataset" not in state:
         raise ValueError(f"{str(path / LAST)!r} holds no training state to resume (not saved by a training run).")
     differ = _config_differences(info.get("train_config"), config)
-    ours = model_config.model_kwargs(task)
+    ours = {"layer": model_config.layer, **model_config.model_kwargs(task)}
     stored = {k: v for k, v in info["architecture"].items() if k not in ("d_input", "model", "n_classes", "d_output")}
     differ += [f"{k}: stored {stored.get(k)!r}, given {ours.get(k)!r}" for k in sorted(set(ours) | set(stored))
                if json.loads(json.dumps(ours.get(k))) != stored.get(k)]
@@ -906,9 +906,6 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     if differ:
         raise ValueError(f"--resume: the run in {str(path)!r} was started with other options ({'; '.join(differ)}); "
                          f"give the same ones.")
-    if state.get("finished"):
-        raise ValueError(f"--resume: the run in {str(path)!r} is finished (step {state['step']}); nothing is left "
-                         f"to train.")
 
 
 _JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)

@@ -194,6 +194,7 @@ def test_readme_save_restore_and_resume_snippets_run(tmp_path, monkeypatch, caps
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "True"  # the restored model's test accuracy equals the trained one's
     assert " ± " in printed[1] and "seeds 0:" in printed[1]
-    assert namespace["history"].epoch == [3, 4]  # the resumed run trained epochs 3 and 4
-    assert listing(tmp_path / "runs") == ["s4d", "s4d-half"]
+    assert namespace["history"].epoch == [1, 2, 3, 4]  # the whole run's history
+    assert listing(tmp_path / "runs") == ["s4d", "s4d-run"] and listing(tmp_path / "runs" / "s4d-run") == [
+        "best", "last"]
     assert isinstance(namespace["data"], Dataset)
