@@ -306,7 +306,8 @@ def test_in_colab_from_a_local_repository_tag_or_branch_with_jax_unchanged(tmp_p
     untagged.mkdir()
     archive = subprocess.run(["git", "-C", ROOT, "archive", "HEAD", "--", ".", ":!book"],
                              capture_output=True, check=True).stdout
-    tarfile.open(fileobj=io.BytesIO(archive)).extractall(untagged, filter="data")
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(untagged, **safe)
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-C"]
     subprocess.run([*git, untagged, "init", "-q", "-b", BRANCH], check=True)
     subprocess.run([*git, untagged, "add", "-A"], check=True)
