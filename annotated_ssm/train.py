@@ -358,6 +358,10 @@ def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathli
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"checkpoint must be a str or os.PathLike (a run folder); got {type(path).__name__}.")
     path = check_path_names(path)  # names too long, before anything looks at them
+    cwd = pathlib.Path.cwd().resolve()
+    if path.resolve() == cwd or path.resolve() in cwd.parents:
+        raise ValueError(f"checkpoint folder {str(path)!r} is the current directory or contains it; "
+                         f"choose a new sub-folder, e.g. {str(path / 'runs' / 'run')!r}.")
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose another path.")
     if path.is_dir():
