@@ -31,7 +31,7 @@ FLOORS_STAMP := $(FLOORS)/.installed
 # stored outputs independent of the machine?) and the package tests that call flax, optax,
 # orbax or ipywidgets (is each floor enough for the package's use of those APIs?).
 FLOORS_TESTS := book tests/test_layer_contract.py tests/test_model.py tests/test_train.py \
-	tests/test_checkpoint.py tests/test_cli.py tests/test_widgets.py \
+	tests/test_checkpoint.py tests/test_cli.py tests/test_widgets.py tests/test_readme.py \
 	$(wildcard tests/test_hostile_*.py tests/test_static_explorer.py)
 # Another CPU code path for that run: XLA compiles for SSE4.2 only and OpenBLAS runs its
 # Sandy Bridge kernels, so sums round differently than in the main run. A chapter output
