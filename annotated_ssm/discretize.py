@@ -207,8 +207,8 @@ def dplr_bilinear(Lambda, P, B, step, Q=None):
         A1 = D - D P (1 + Q* D P)⁻¹ Q* D          (Woodbury: A1 = ((2/Δ) I - A)⁻¹)
         Ā  = A1 A0,   B̄ = 2 A1 B
 
-    This builds the N × N matrices, O(N²) memory; S4 uses it once per sequence length to
-    convert C̃ into C, and the book uses it to check the factored O(N) step.
+    This builds the N × N matrices, O(N²) memory; the book uses it to check the layer's
+    O(N) step.
 
     Args:
         Lambda, P, B: (..., N) complex (all N states, not one of each pair).

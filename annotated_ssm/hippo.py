@@ -186,7 +186,7 @@ def reconstruction_basis(measure: str, N: int, s, *, theta: float = 1.0) -> np.n
       (orthonormal under the uniform measure ``ds/theta`` on [0, ∞)).
 
     Args:
-        measure: "legs" or "legt".
+        measure: "legs", "legt" or "lagt".
         N: state size.
         s: (S,) lags >= 0 (how far into the past).
         theta: LegT window length, LagT time scale (ignored for LegS).

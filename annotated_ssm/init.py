@@ -290,8 +290,9 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
             conj_sym: bool = True, bidirectional: bool = False) -> S5Init:
     """S5's initialisation: Λ, V from :func:`block_hippo_n`; ``B̃ = V⁻¹B``, ``C̃ = CV``.
 
-    B (P×H) and C (H×P) are sampled real, with variance 1/H and 1/P (LeCun normal): a real
-    system with block-diagonal HiPPO-N dynamics. Because V is unitary, ``V⁻¹ = V*``; keeping
+    B (P×H) and C (H×P) are sampled real, normal with variance 1/H and 1/P (the reference
+    code draws B truncated, variance 1/P, and C complex): a real system with block-diagonal
+    HiPPO-N dynamics. Because V is unitary, ``V⁻¹ = V*``; keeping
     conjugate pairs' halves keeps the map u ↦ y of that real system exactly (``y = 2·Re(C̃x)``).
     A bidirectional layer gets a second, independently sampled C for the backward scan.
     """
@@ -309,7 +310,7 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
 
 # --- S4D-LegS against S4-LegS (S4D paper, Figure 3 and Theorem 3) ------------------------
 
-FIGURE3_STEP = 0.002  # Δ of the S4D paper's Figure 3
+FIGURE3_STEP = 0.002  # the book's Δ for Figure 3 (the paper's caption states none)
 FIGURE3_T_MAX = 2.5
 
 
@@ -545,7 +546,7 @@ def s5_system(d_model: int, state_size: int, blocks: int, step_min: float, step_
     """S5's initialisation, discretised by ZOH, in float64: what the S5 explorer draws.
 
     Λ and V come from :func:`block_hippo_n` (J = ``blocks`` copies of HiPPO-N), B (P×H) and
-    C (H×P) are real LeCun-normal draws projected as in :func:`s5_init`
+    C (H×P) are real normal draws (variance 1/H, 1/P) projected as in :func:`s5_init`
     (``B̃ = V*B``, ``C̃ = CV``), and log Δ is uniform on [log step_min, log step_max] per
     state as in :func:`log_step`. The random draws come from a NumPy generator seeded by
     ``seed``, and the discretisation is padded to ``S5_SYSTEM_SLOTS`` states, so that

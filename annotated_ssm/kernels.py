@@ -499,9 +499,8 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
     is singular exactly on the set that Proposition 1 excludes, ``e^{λLΔ} = 1`` (λ = 0 and
     λ = 2πik/(LΔ)); it is replaced by the bounded ``conj(x)/(|x|² + eps)`` with
     ``x = e^{aL} - 1``. The paper regularises ``λ·x`` instead; regularising the
-    dimensionless x leaves kernels with small |λ| exact (with ``λ·x`` and eps = 1e-7, an
-    eigenvalue of size 1e-3 has its kernel scaled down by a factor that depends on LΔ:
-    about 4000× at LΔ = 1, 450× at 3, 40× at 10; chapter 5 measures it).
+    dimensionless x leaves kernels with small |λ| exact (with ``λ·x`` a small eigenvalue's
+    kernel shrinks by ``1 + eps/|λx|² ≈ eps/(|λ|²LΔ)²``; chapter 5 measures it).
 
     Args:
         Lambda: (N/2,) or (H, N/2) complex eigenvalues (one of each conjugate pair).
