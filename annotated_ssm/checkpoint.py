@@ -11,9 +11,9 @@ A checkpoint is a directory holding two things:
 Saving is safe for the user's files:
 
 1. ``PATH`` may be absent, an empty directory, or an earlier checkpoint of this package
-   (``annotated_ssm.json``, ``model/``, ``optimizer/`` and nothing else). Anything else — a regular file,
-   a folder with other files, the current directory or one of its parents — is refused
-   with a ValueError before anything is written.
+   (``annotated_ssm.json``, ``model/``, ``optimizer/``, ``rng/`` and nothing else). Anything
+   else — a regular file, a folder with other files, the current directory or one of its
+   parents — is refused with a ValueError before anything is written.
 2. The new checkpoint is written, synchronously, into a hidden temporary sibling
    ``.NAME.partial-PID-XXXXXXXX`` in the same folder (PID: the saving process). If writing
    fails the sibling is removed and ``PATH`` is untouched. Every name a save will create is
@@ -53,8 +53,9 @@ from flax import nnx
 from . import __version__
 from .model import SequenceModel, model_from_architecture
 
-__all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info", "check_checkpoint_path",
-           "check_metadata", "check_path_names", "recover_checkpoint", "METADATA_FILE", "FORMAT"]
+__all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info",
+           "check_checkpoint_path", "check_metadata", "check_path_names", "recover_checkpoint",
+           "METADATA_FILE", "FORMAT"]
 
 METADATA_FILE = "annotated_ssm.json"
 ARRAYS = ("model", "optimizer", "rng")  # one orbax directory each
@@ -160,13 +161,14 @@ def check_path_names(path: str | os.PathLike, siblings: tuple[str, ...] = ()) ->
     too_long = [n for n in names if len(n.encode()) > name_max]
     if too_long:
         allowed = name_max - max((len(s) - len(path.name) for s in siblings), default=0)
-        raise ValueError(f"checkpoint path {str(path)!r} has a name too long for this file system: saving "
-                         f"creates {too_long[0]!r} ({len(too_long[0].encode())} bytes; at most {name_max}). "
-                         f"Use a folder name of at most {allowed} characters.")
+        raise ValueError(f"checkpoint path {str(path)!r} has a name too long for this file system: "
+                         f"saving creates {too_long[0]!r} ({len(too_long[0].encode())} bytes; at "
+                         f"most {name_max}). Use a folder name of at most {allowed} characters.")
     inner = 160  # the longest path orbax writes inside a checkpoint, with room to spare
     if len(str(path).encode()) + inner > path_max:
-        raise ValueError(f"checkpoint path {str(path)!r} is too long ({len(str(path).encode())} bytes): files "
-                         f"inside it would exceed this file system's {path_max}-byte path limit.")
+        raise ValueError(f"checkpoint path {str(path)!r} is too long ({len(str(path).encode())} "
+                         f"bytes): files inside it would exceed this file system's {path_max}-byte "
+                         "path limit.")
     return path
 
 
@@ -190,23 +192,24 @@ def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
         raise ValueError(f"checkpoint path {str(path)!r} is the current directory or contains it; "
                          f"choose a new sub-folder, e.g. {str(path / 'checkpoint')!r}.")
     if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise ValueError(f"checkpoint path {str(path)!r} exists and is not a directory; saving would replace it. "
-                         f"Choose another path.")
+        raise ValueError(f"checkpoint path {str(path)!r} exists and is not a directory; saving "
+                         "would replace it. Choose another path.")
     if path.is_dir() and any(path.iterdir()) and not _is_own_checkpoint(path):
         shown = sorted(p.name for p in path.iterdir())[:5]
-        raise ValueError(f"checkpoint path {str(path)!r} is a non-empty directory that is not an annotated_ssm "
-                         f"checkpoint (it holds {shown}); saving would delete those files. Choose a new or empty "
-                         f"folder.")
+        raise ValueError(f"checkpoint path {str(path)!r} is a non-empty directory that is not an "
+                         f"annotated_ssm checkpoint (it holds {shown}); saving would delete those "
+                         "files. Choose a new or empty folder.")
     # The nearest existing ancestor must be a writable directory.
     ancestor = _nearest_existing(path.parent)
     if not ancestor.is_dir():
-        raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not a directory.")
+        raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not a "
+                      "directory.")
     try:
         prefix = prefixes["partial"] if ancestor == path.parent else ".annotated_ssm-write-test-"
         tempfile.TemporaryDirectory(dir=ancestor, prefix=prefix).cleanup()
     except OSError as error:
-        raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not writable "
-                      f"({error.strerror or error}).") from error
+        raise OSError(f"cannot save a checkpoint at {str(path)!r}: {str(ancestor)!r} is not "
+                      f"writable ({error.strerror or error}).") from error
     return path
 
 
@@ -214,15 +217,17 @@ def check_metadata(model: SequenceModel, config: Any = None, extra: dict | None 
     """The JSON-ready parts of a checkpoint's metadata; ValueError naming the first value
     that JSON cannot store (e.g. a layer option ``b'yes'``), so a run fails before it trains."""
     if not isinstance(getattr(model, "architecture", None), dict):
-        raise ValueError(f"model must be a SequenceClassifier or CausalSequenceModel (it records its architecture); "
-                         f"got a {type(model).__name__}.")
-    parts = {"architecture": model.architecture, "train_config": _as_json(config), "extra": extra or {}}
+        raise ValueError("model must be a SequenceClassifier or CausalSequenceModel (it records "
+                         f"its architecture); got a {type(model).__name__}.")
+    parts = {"architecture": model.architecture, "train_config": _as_json(config),
+             "extra": extra or {}}
     for name, value in parts.items():
         try:
             json.dumps(value)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"the checkpoint's {name} must be JSON-serialisable (str, numbers, bools, None, "
-                             f"lists, dicts with str keys); got {value!r}: {error}.") from error
+            raise ValueError(f"the checkpoint's {name} must be JSON-serialisable (str, numbers, "
+                             "bools, None, lists, dicts with str keys); got "
+                             f"{value!r}: {error}.") from error
     return parts
 
 
@@ -246,7 +251,8 @@ def _leftovers(path: pathlib.Path, kind: str) -> list[pathlib.Path]:
     found = []
     for sibling in path.parent.glob(f".{glob_escape(path.name)}.{kind}-*"):
         pid, sep, rest = sibling.name[len(f".{path.name}.{kind}-"):].partition("-")
-        if not (sep and pid.isdigit() and len(rest) == RANDOM_SUFFIX) or not sibling.is_dir() or sibling.is_symlink():
+        well_named = sep and pid.isdigit() and len(rest) == RANDOM_SUFFIX
+        if not well_named or not sibling.is_dir() or sibling.is_symlink():
             continue
         if int(pid) == os.getpid() or not _process_is_gone(int(pid)):
             continue  # a save in progress
@@ -281,20 +287,21 @@ def recover_checkpoint(path: str | os.PathLike) -> pathlib.Path | None:
 
 def _leftover_note(path: pathlib.Path) -> str:
     """A sentence naming a complete leftover of an interrupted save of ``path``, or ''."""
-    complete = [p for p in _leftovers(path, "partial") + _leftovers(path, "previous") if _is_own_checkpoint(p)]
+    leftovers = _leftovers(path, "partial") + _leftovers(path, "previous")
+    complete = [p for p in leftovers if _is_own_checkpoint(p)]
     if not complete:
         return ""
-    return (f" An interrupted save left a complete checkpoint at {str(complete[0])!r}: rename it to "
-            f"{str(path)!r}, or call recover_checkpoint({str(path)!r}).")
+    return (f" An interrupted save left a complete checkpoint at {str(complete[0])!r}: rename it "
+            f"to {str(path)!r}, or call recover_checkpoint({str(path)!r}).")
 
 
 # --- Saving -------------------------------------------------------------------------------
 
 def _write(directory: pathlib.Path, tree: dict, metadata: dict) -> None:
     """Write the arrays, then the metadata (last: a directory with metadata is complete)."""
-    checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())  # synchronous: no background thread
+    checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())  # synchronous: no thread
     try:
-        with _quiet_orbax():  # a full disk: our caller reports the OSError, orbax need not log it too
+        with _quiet_orbax():  # a full disk: our caller reports the OSError, orbax need not log it
             for key, arrays in tree.items():
                 checkpointer.save(directory / key, arrays)
     finally:
@@ -302,14 +309,16 @@ def _write(directory: pathlib.Path, tree: dict, metadata: dict) -> None:
     (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
 
 
-def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nnx.Optimizer | None = None, *,
+def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
+                    optimizer: nnx.Optimizer | None = None, *,
                     config: Any = None, extra: dict | None = None,
                     training_state: dict | None = None) -> pathlib.Path:
     """Save ``model`` (and ``optimizer``, to resume training) into the directory ``path``.
 
     Args:
         path: a new path, an empty directory, or an earlier checkpoint (replaced only once the
-            new one is complete); anything else raises ValueError (see :func:`check_checkpoint_path`).
+            new one is complete); anything else raises ValueError (see
+            :func:`check_checkpoint_path`).
         model: a ``SequenceClassifier`` or ``CausalSequenceModel``; its ``architecture`` is
             stored so :func:`load_model` can rebuild it. Its dropout streams are saved too.
         optimizer: its state (moments, step count) is saved too when given.
@@ -324,10 +333,11 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
     path = check_checkpoint_path(path)
     parts = check_metadata(model, config, extra)
     if is_stale(optimizer):
-        raise ValueError("this optimizer's model holds the best epoch's weights (fit with keep_best put them "
-                         "back), not the weights the optimizer's state belongs to: together they could not "
-                         "resume training. Save the model alone, or give fit a checkpoint folder, which saves "
-                         "the training state and the best model separately.")
+        raise ValueError("this optimizer's model holds the best epoch's weights (fit with "
+                         "keep_best put them back), not the weights the optimizer's state belongs "
+                         "to: together they could not resume training. Save the model alone, or "
+                         "give fit a checkpoint folder, which saves the training state and the "
+                         "best model separately.")
     tree = {"model": nnx.to_pure_dict(_model_state(model))}
     if optimizer is not None:
         tree["optimizer"] = nnx.to_pure_dict(_optimizer_state(optimizer))
@@ -335,10 +345,11 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
     if rng:
         tree["rng"] = rng
     bad = [jax.tree_util.keystr(p) for p, leaf in jax.tree_util.tree_leaves_with_path(tree["model"])
-           if np.issubdtype(np.asarray(leaf).dtype, np.inexact) and not np.all(np.isfinite(np.asarray(leaf)))]
+           if np.issubdtype(np.asarray(leaf).dtype, np.inexact)
+           and not np.all(np.isfinite(np.asarray(leaf)))]
     if bad:
-        raise ValueError(f"refusing to save a checkpoint at {str(path)!r}: the model has non-finite (NaN or inf) "
-                         f"parameters in {bad[:3]}; training diverged.")
+        raise ValueError(f"refusing to save a checkpoint at {str(path)!r}: the model has "
+                         f"non-finite (NaN or inf) parameters in {bad[:3]}; training diverged.")
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -353,7 +364,8 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
     try:
         json.dumps(metadata)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"the checkpoint's training_state must be JSON-serialisable: {error}") from error
+        raise ValueError("the checkpoint's training_state must be JSON-serialisable: "
+                         f"{error}") from error
 
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_checkpoint(path)  # a crashed earlier save: put its checkpoint back, remove its debris
@@ -366,7 +378,7 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel, optimizer: nn
         raise
     previous = None
     try:
-        if path.exists():  # an earlier checkpoint (checked above) or an empty folder: move it aside first
+        if path.exists():  # an earlier checkpoint (checked above) or an empty folder: aside first
             previous = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=prefixes["previous"]))
             os.replace(path, previous)  # previous is an empty directory, so rename may replace it
         os.replace(partial, path)
@@ -418,29 +430,33 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     path = pathlib.Path(path).absolute()
     file = path / METADATA_FILE
     if not path.is_dir():
-        raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.{_leftover_note(path)}")
+        raise ValueError(f"no checkpoint at {str(path)!r}: it is not a "
+                         f"directory.{_leftover_note(path)}")
     if not file.is_file():
         runs = [name for name in ("best", "last") if (path / name / METADATA_FILE).is_file()]
         if runs:
             raise ValueError(f"{str(path)!r} is a training run folder, not a checkpoint: load "
-                             f"{' or '.join(repr(str(path / name)) for name in runs)} (best: the best epoch "
-                             f"on validation; last: the training state).")
-        raise ValueError(f"{str(path)!r} is not an annotated_ssm checkpoint: it has no {METADATA_FILE} "
-                         f"(an incomplete save, or a folder written by something else).")
+                             f"{' or '.join(repr(str(path / name)) for name in runs)} (best: the "
+                             "best epoch on validation; last: the training state).")
+        raise ValueError(f"{str(path)!r} is not an annotated_ssm checkpoint: it has no "
+                         f"{METADATA_FILE} (an incomplete save, or a folder written by something "
+                         "else).")
     try:
         info = json.loads(file.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted (not valid JSON: {error}).") from error
+        raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted (not valid JSON: "
+                         f"{error}).") from error
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted: it does not say "
                          f"\"format\": {FORMAT!r}.")
     if info.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"the checkpoint at {str(path)!r} has format_version {info.get('format_version')!r}; this "
-                         f"version of annotated_ssm ({__version__}) reads format_version {FORMAT_VERSION}.")
+        raise ValueError(f"the checkpoint at {str(path)!r} has format_version "
+                         f"{info.get('format_version')!r}; this version of annotated_ssm "
+                         f"({__version__}) reads format_version {FORMAT_VERSION}.")
     for key, kind in (("architecture", dict), ("has_optimizer", bool)):
         if not isinstance(info.get(key), kind):
-            raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted: {key!r} should be a "
-                             f"{kind.__name__}, got {info.get(key)!r}.")
+            raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted: {key!r} should "
+                             f"be a {kind.__name__}, got {info.get(key)!r}.")
     return info
 
 
@@ -460,11 +476,12 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
         keys = sorted(set(stored) | set(ours))
         differ = [f"{k}: checkpoint {stored.get(k)!r}, model {ours.get(k)!r}" for k in keys
                   if _jsonable(ours.get(k)) != stored.get(k)]
-        raise ValueError(f"the checkpoint at {str(path)!r} does not fit this model (different architecture: "
-                         f"{'; '.join(differ)}). Use load_model(path) to rebuild the stored one.")
+        raise ValueError(f"the checkpoint at {str(path)!r} does not fit this model (different "
+                         f"architecture: {'; '.join(differ)}). Use load_model(path) to rebuild the "
+                         "stored one.")
     if optimizer is not None and not info["has_optimizer"]:
-        raise ValueError(f"the checkpoint at {str(path)!r} holds no optimiser state (it was saved without one); "
-                         f"restore only the model.")
+        raise ValueError(f"the checkpoint at {str(path)!r} holds no optimiser state (it was saved "
+                         "without one); restore only the model.")
     target = {"model": nnx.to_pure_dict(_model_state(model))}
     if optimizer is not None:
         target["optimizer"] = nnx.to_pure_dict(_optimizer_state(optimizer))
@@ -478,12 +495,13 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
             for key, pure in target.items():
                 abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), pure)
                 try:
-                    restored[key] = checkpointer.restore(path / key, args=ocp.args.StandardRestore(abstract))
+                    restored[key] = checkpointer.restore(path / key,
+                                                         args=ocp.args.StandardRestore(abstract))
                 except Exception as error:  # orbax and tensorstore raise many kinds on a bad file
-                    raise ValueError(f"could not read the {key} arrays of the checkpoint at {str(path)!r} "
-                                     f"(corrupted or incomplete {key}/ folder?): "
-                                     f"{str(error).splitlines()[0][:300] if str(error) else type(error).__name__}"
-                                     ) from error
+                    first_line = (str(error).splitlines() or [type(error).__name__])[0][:300]
+                    raise ValueError(f"could not read the {key} arrays of the checkpoint at "
+                                     f"{str(path)!r} (corrupted or incomplete {key}/ folder?): "
+                                     f"{first_line}") from error
     finally:
         checkpointer.close()
     for key, owner, state in (("model", model, _model_state(model)),

@@ -34,7 +34,8 @@ POOLINGS = ("mean", "last")
 def _field(default: Any, help: str, **metadata) -> Any:
     """A dataclass field with help text (and, optionally, "choices") for the command line."""
     if isinstance(default, dict):
-        return dataclasses.field(default_factory=lambda: dict(default), metadata={"help": help, **metadata})
+        return dataclasses.field(default_factory=lambda: dict(default),
+                                 metadata={"help": help, **metadata})
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
@@ -62,15 +63,16 @@ def _check_step_size(name: str, value: float) -> None:
     with np.errstate(over="ignore", under="ignore"):
         cast = dtype.type(value)
     if not (np.isfinite(cast) and cast >= info.tiny):
-        raise ValueError(f"{name}={value!r} is {cast} in {dtype.name}, the dtype the layers compute in; "
-                         f"it must be in [{info.tiny:.3g}, {info.max:.3g}].")
+        raise ValueError(f"{name}={value!r} is {cast} in {dtype.name}, the dtype the layers "
+                         f"compute in; it must be in [{info.tiny:.3g}, {info.max:.3g}].")
 
 
 def _check_real(name: str, value: Any, low: float, high: float, *, closed_high: bool = True,
                 open_low: bool = False) -> None:
     """value must be a finite real in [low, high] (or (low, …] / […, high) as asked)."""
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and (value > low if open_low else value >= low) and (value <= high if closed_high else value < high))
+          and (value > low if open_low else value >= low)
+          and (value <= high if closed_high else value < high))
     if not ok:
         spelled = f"{'(' if open_low else '['}{low}, {high}{']' if closed_high else ')'}"
         raise ValueError(f"{name} must be a finite number in {spelled}; got {value!r}.")
@@ -97,9 +99,12 @@ class ModelConfig:
     glu: bool = _field(True, "gated linear unit after the SSM (else a plain Linear)")
     dropout: float = _field(0.0, "dropout rate after each SSM's GELU, in [0, 1)")
     bidirectional: bool = _field(False, "bidirectional layers (classification only)")
-    pooling: str = _field("mean", "how a classifier pools over time (classification only)", choices=POOLINGS)
-    step_min: float | None = _field(None, "smallest initial step size Δ (None: the layer's own default)")
-    step_max: float | None = _field(None, "largest initial step size Δ (None: the layer's own default)")
+    pooling: str = _field("mean", "how a classifier pools over time "
+                                  "(classification only)", choices=POOLINGS)
+    step_min: float | None = _field(None, "smallest initial step size Δ (None: the layer's own "
+                                          "default)")
+    step_max: float | None = _field(None, "largest initial step size Δ (None: the layer's own "
+                                          "default)")
     layer_options: dict = _field({}, "layer-specific options, e.g. {'init': 'rand'} for s4d")
 
     def __post_init__(self):
@@ -115,19 +120,25 @@ class ModelConfig:
             if getattr(self, name) is not None:
                 _check_real(name, getattr(self, name), 0.0, math.inf, open_low=True)
                 _check_step_size(name, getattr(self, name))
-        if self.step_min is not None and self.step_max is not None and self.step_min > self.step_max:
-            raise ValueError(f"step_min must be <= step_max; got step_min={self.step_min}, step_max={self.step_max}.")
+        both = self.step_min is not None and self.step_max is not None
+        if both and self.step_min > self.step_max:
+            raise ValueError(f"step_min must be <= step_max; got step_min={self.step_min}, "
+                             f"step_max={self.step_max}.")
         if not isinstance(self.layer_options, dict) or not all(
                 isinstance(key, str) and key.isidentifier() for key in self.layer_options):
-            raise ValueError(f"layer_options must be a dict with identifier keys; got {self.layer_options!r}.")
-        reserved = {"d_model", "state_size", "bidirectional", "rngs", "step_min", "step_max"} & set(self.layer_options)
+            raise ValueError("layer_options must be a dict with identifier keys; got "
+                             f"{self.layer_options!r}.")
+        fields = {"d_model", "state_size", "bidirectional", "rngs", "step_min", "step_max"}
+        reserved = fields & set(self.layer_options)
         if reserved:
-            raise ValueError(f"layer_options may not set {sorted(reserved)}: they are ModelConfig fields.")
+            raise ValueError(f"layer_options may not set {sorted(reserved)}: they are ModelConfig "
+                             "fields.")
         try:  # a checkpoint records them: find out now, not after training
             json.dumps(self.layer_options, allow_nan=False)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"layer_options must be storable as JSON in a checkpoint (str, finite numbers, "
-                             f"bools, None, lists, dicts); got {self.layer_options!r} ({error}).") from error
+            raise ValueError("layer_options must be storable as JSON in a checkpoint (str, finite "
+                             f"numbers, bools, None, lists, dicts); got {self.layer_options!r} "
+                             f"({error}).") from error
 
     def model_kwargs(self, task: str) -> dict[str, Any]:
         """Keyword arguments of ``SequenceClassifier`` / ``CausalSequenceModel`` for ``task``.
@@ -138,13 +149,15 @@ class ModelConfig:
         check_choice("task", task, ("classification", "regression"))
         if task == "regression":
             if self.bidirectional:
-                raise ValueError("bidirectional=True does not apply to a regression (autoregressive) data set: "
-                                 "its model is causal, each output may only see the past.")
+                raise ValueError("bidirectional=True does not apply to a regression "
+                                 "(autoregressive) data set: its model is causal, each output may "
+                                 "only see the past.")
             if self.pooling != POOLINGS[0]:
-                raise ValueError(f"pooling={self.pooling!r} does not apply to a regression data set: its model "
-                                 f"predicts every step and does not pool.")
-        kwargs = dict(d_model=self.d_model, n_layers=self.n_layers, state_size=self.state_size, norm=self.norm,
-                      glu=self.glu, dropout=self.dropout, bidirectional=self.bidirectional)
+                raise ValueError(f"pooling={self.pooling!r} does not apply to a regression data "
+                                 "set: its model predicts every step and does not pool.")
+        kwargs = dict(d_model=self.d_model, n_layers=self.n_layers, state_size=self.state_size,
+                      norm=self.norm, glu=self.glu, dropout=self.dropout,
+                      bidirectional=self.bidirectional)
         if task == "classification":
             kwargs["pooling"] = self.pooling
         for name in ("step_min", "step_max"):
@@ -163,22 +176,29 @@ class TrainConfig:
     """
 
     epochs: int = _field(10, "passes over the training set (after the validation split)")
-    batch_size: int = _field(64, "global batch size (split over the devices; divisible by their number)")
+    batch_size: int = _field(64, "global batch size (split over the devices; divisible by their "
+                                 "number)")
     lr: float = _field(4e-3, "peak learning rate of the ordinary parameters (AdamW)")
     ssm_lr: float = _field(1e-3, "peak learning rate of the SSM parameters (Adam, no weight decay)")
     weight_decay: float = _field(0.05, "AdamW decoupled weight decay of the ordinary parameters")
-    warmup_fraction: float = _field(0.1, "share of the steps spent warming the learning rate up from 0, in [0, 1)")
-    seed: int = _field(0, "seed of the initialisation, the validation split and the shuffling (epoch e: seed + e)")
-    max_steps: int | None = _field(None, "step budget: stop (and end the schedule) after this many steps")
-    validation_fraction: float = _field(0.1, "share of the training set held out for validation, in [0, 1); "
-                                             "0: no validation")
-    keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best validation score")
+    warmup_fraction: float = _field(0.1, "share of the steps spent warming the learning rate up "
+                                         "from 0, in [0, 1)")
+    seed: int = _field(0, "seed of the initialisation, the validation split and the shuffling "
+                          "(epoch e: seed + e)")
+    max_steps: int | None = _field(None, "step budget: stop (and end the schedule) after this many "
+                                         "steps")
+    validation_fraction: float = _field(0.1, "share of the training set held out for validation, "
+                                             "in [0, 1); 0: no validation")
+    keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best "
+                                   "validation score")
     eval_batch_size: int = _field(500, "batch size of evaluation")
     progress: bool = _field(True, "show a progress bar")
-    save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state every this "
-                                                "many steps (also on Ctrl-C and at the end)")
-    save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training state when "
-                                                    "this many minutes have passed since the last save")
+    save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state "
+                                                "every this many steps (also on Ctrl-C and at the "
+                                                "end)")
+    save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training "
+                                                    "state when this many minutes have passed "
+                                                    "since the last save")
 
     RESUME_IRRELEVANT = ("progress", "save_every_steps", "save_every_minutes", "eval_batch_size")
     """Fields a resumed run may change: they do not change what is trained."""

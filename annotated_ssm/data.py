@@ -97,7 +97,8 @@ class Dataset:
         return self.n_classes if self.task == "classification" else self.y_train.shape[-1]
 
     def __repr__(self) -> str:
-        what = f"{self.n_classes} classes" if self.task == "classification" else f"{self.n_outputs} targets/step"
+        what = (f"{self.n_classes} classes" if self.task == "classification"
+                else f"{self.n_outputs} targets/step")
         return (
             f"Dataset({self.name!r}: {len(self.x_train)} train / {len(self.x_test)} test, "
             f"length {self.length}, {self.channels} channel(s), {self.task}, {what})"
@@ -109,7 +110,8 @@ def _check_inputs(name: str, x) -> None:
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy array; got {type(x).__name__}.")
     if x.ndim != 3 or 0 in x.shape:
-        raise ValueError(f"{name} must have shape (samples, length, channels), each >= 1; got shape {x.shape}.")
+        raise ValueError(f"{name} must have shape (samples, length, channels), each >= 1; got "
+                         f"shape {x.shape}.")
     dtype = computation_dtypes(name, x)[0]
     if dtype.itemsize > default_float_dtype().itemsize:  # float64 becomes float32 without x64
         dtype = default_float_dtype()
@@ -117,8 +119,8 @@ def _check_inputs(name: str, x) -> None:
         finite = np.isfinite(x.astype(dtype, copy=False))
     if not finite.all():
         where = tuple(int(i) for i in np.argwhere(~finite)[0])
-        raise ValueError(f"{name} must be finite in {dtype.name} (the dtype training computes in); got "
-                         f"{x[where]} at (sample, step, channel) {where}, the first of "
+        raise ValueError(f"{name} must be finite in {dtype.name} (the dtype training computes in); "
+                         f"got {x[where]} at (sample, step, channel) {where}, the first of "
                          f"{int(finite.size - finite.sum())} non-finite entries.")
 
 
@@ -127,15 +129,17 @@ def _check_labels(name: str, y, n: int, n_classes: int) -> None:
     if not isinstance(y, np.ndarray):
         raise TypeError(f"{name} must be a numpy array; got {type(y).__name__}.")
     if y.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), one label per sequence; got shape {y.shape}.")
+        raise ValueError(f"{name} must have shape ({n},), one label per sequence; got shape "
+                         f"{y.shape}.")
     if y.dtype == bool or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"{name} must hold integer class labels; got dtype {y.dtype} "
                          f"(convert with y.astype(np.int32) if the values are whole numbers).")
     bad = (y < 0) | (y >= n_classes)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"{name} must hold class labels in [0, {n_classes}) (n_classes={n_classes}); got "
-                         f"{int(y[i])} at index {i}, the first of {int(bad.sum())} out of range.")
+        raise ValueError(f"{name} must hold class labels in [0, {n_classes}) "
+                         f"(n_classes={n_classes}); got {int(y[i])} at index {i}, the first of "
+                         f"{int(bad.sum())} out of range.")
 
 
 def check_dataset(dataset: "Dataset") -> None:
@@ -150,39 +154,45 @@ def check_dataset(dataset: "Dataset") -> None:
                          f"{dataset.x_train.shape} and {dataset.x_test.shape}.")
     if dataset.task == "classification":
         n_classes = dataset.n_classes
-        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-            raise ValueError(f"n_classes must be an integer >= 2 for a classification data set; got {n_classes!r}.")
+        integer = isinstance(n_classes, (int, np.integer)) and not isinstance(n_classes, bool)
+        if not integer or n_classes < 2:
+            raise ValueError("n_classes must be an integer >= 2 for a classification data set; got "
+                             f"{n_classes!r}.")
         for part in ("train", "test"):
             x = getattr(dataset, f"x_{part}")
             _check_labels(f"y_{part}", getattr(dataset, f"y_{part}"), len(x), int(n_classes))
         return
     if dataset.n_classes is not None:
-        raise ValueError(f"n_classes must be None for a regression data set; got {dataset.n_classes!r}.")
+        raise ValueError("n_classes must be None for a regression data set; got "
+                         f"{dataset.n_classes!r}.")
     for part in ("train", "test"):
         x, y = getattr(dataset, f"x_{part}"), getattr(dataset, f"y_{part}")
         _check_inputs(f"y_{part}", y)
         if y.shape[:2] != x.shape[:2]:
-            raise ValueError(f"y_{part} must have shape (samples, length, targets) with the samples and length "
-                             f"of x_{part} {x.shape[:2]}; got shape {y.shape}.")
+            raise ValueError(f"y_{part} must have shape (samples, length, targets) with the "
+                             f"samples and length of x_{part} {x.shape[:2]}; got shape {y.shape}.")
     if dataset.y_train.shape[2] != dataset.y_test.shape[2]:
-        raise ValueError(f"y_train and y_test must have the same number of targets per step; got shapes "
-                         f"{dataset.y_train.shape} and {dataset.y_test.shape}.")
+        raise ValueError("y_train and y_test must have the same number of targets per step; got "
+                         f"shapes {dataset.y_train.shape} and {dataset.y_test.shape}.")
 
 
 def _check_seed(name: str, seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+    integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+    if not integer or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {seed!r}.")
     return int(seed)
 
 
 def _check_fraction(name: str, value, n: int) -> float:
     """A split fraction in (0, 1) that leaves both parts of n samples non-empty."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < value < 1:
+    real = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
+    if not real or not 0 < value < 1:
         raise ValueError(f"{name} must be a number in (0, 1); got {value!r}.")
     n_part = int(round(value * n))
     if not 0 < n_part < n:
-        raise ValueError(f"{name}={value!r} of {n} samples leaves an empty split ({n_part} and {n - n_part}); "
-                         f"choose a fraction between {1 / n:.3g} and {1 - 1 / n:.3g}.")
+        raise ValueError(f"{name}={value!r} of {n} samples leaves an empty split ({n_part} and "
+                         f"{n - n_part}); choose a fraction between {1 / n:.3g} and "
+                         f"{1 - 1 / n:.3g}.")
     return float(value)
 
 
@@ -199,8 +209,8 @@ def _book_module(module: str, what: str):
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise ImportError(f"{what} needs {module.split('.')[0]!r}, which is part of the book's extra: "
-                          f'pip install "annotated-ssm[book]"') from error
+        raise ImportError(f"{what} needs {module.split('.')[0]!r}, which is part of the book's "
+                          f'extra: pip install "annotated-ssm[book]"') from error
 
 
 def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
@@ -210,8 +220,8 @@ def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
     get_dataset_args, make_dataset = mnist1d_data.get_dataset_args, mnist1d_data.make_dataset
 
     args = get_dataset_args()
-    allowed = ("template_len", "padding", "scale_coeff", "max_translation", "corr_noise_scale", "iid_noise_scale",
-               "shear_scale", "final_seq_length")
+    allowed = ("template_len", "padding", "scale_coeff", "max_translation", "corr_noise_scale",
+               "iid_noise_scale", "shear_scale", "final_seq_length")
     for key, value in (options or {}).items():
         check_choice("mnist1d option", key, allowed)
         if key in ("template_len", "final_seq_length"):
@@ -264,7 +274,8 @@ def load_digits(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
     """scikit-learn's 8x8 digits read row by row as sequences of 64 pixels: (n, 64, 1)."""
     p_train, y_train, p_test, y_test = _digit_pixels(seed, test_fraction)
     x_train, x_test = _standardise(p_train[..., None], p_test[..., None])
-    return Dataset("digits", x_train, y_train.astype(np.int32), x_test, y_test.astype(np.int32), "classification", 10)
+    return Dataset("digits", x_train, y_train.astype(np.int32), x_test, y_test.astype(np.int32),
+                   "classification", 10)
 
 
 def load_digits_ar(seed: int = 0, test_fraction: float = 0.2, by: str = "row") -> Dataset:
@@ -290,14 +301,15 @@ def load_digits_ar(seed: int = 0, test_fraction: float = 0.2, by: str = "row") -
     return Dataset("digits_ar", shift(y_train), y_train, shift(y_test), y_test, "regression")
 
 
-def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42, noise: float = 1.0,
-                      **options) -> Dataset:
+def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 42,
+                      noise: float = 1.0, **options) -> Dataset:
     """A long-range memory task: an MNIST-1D digit (40 steps) followed by Gaussian noise of
     standard deviation ``noise`` up to ``length`` steps. The label must be remembered from
     the first 40 steps to wherever the model reads it out. Returns x of shape (n, length, 1).
     ``options`` go to the MNIST-1D generator (see :func:`load_mnist1d`)."""
     length = check_positive_int("length", length, minimum=40)
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (np.isfinite(noise) and noise >= 0):
+    real = isinstance(noise, (int, float)) and not isinstance(noise, bool)
+    if not real or not (np.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number >= 0; got {noise!r}.")
     base = load_mnist1d(num_samples, seed, **options)
     rng = np.random.default_rng(seed)
@@ -306,7 +318,8 @@ def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 4
         tail = noise * rng.standard_normal((len(x), length - x.shape[1], 1)).astype(np.float32)
         return np.concatenate([x, tail], axis=1)
 
-    return Dataset("mnist1d_long", pad(base.x_train), base.y_train, pad(base.x_test), base.y_test, "classification", 10)
+    return Dataset("mnist1d_long", pad(base.x_train), base.y_train, pad(base.x_test), base.y_test,
+                   "classification", 10)
 
 
 # --- Downloaded datasets (sequential MNIST and CIFAR-10) ------------------------------------
@@ -347,13 +360,13 @@ def fetch(url: str, md5: str, directory: str | os.PathLike | None = None) -> pat
         return pathlib.Path(pooch.retrieve(url, known_hash=f"md5:{md5}", fname=name, path=directory,
                                            progressbar=False))
     except ValueError as error:  # pooch: the downloaded file's hash does not match
-        raise OSError(f"checksum mismatch for {url} (expected MD5 {md5}): {error} The download was deleted; "
-                      f"try again.") from error
+        raise OSError(f"checksum mismatch for {url} (expected MD5 {md5}): {error} The download was "
+                      "deleted; try again.") from error
     except Exception as error:  # requests' connection errors, OSError, …
         raise OSError(
-            f"could not download {url} ({type(error).__name__}: {error}). Are you offline? Download it by hand and "
-            f"put it at {directory / name} (MD5 {md5}), or choose an offline dataset: mnist1d, digits, digits_ar, "
-            f"mnist1d_long."
+            f"could not download {url} ({type(error).__name__}: {error}). Are you offline? "
+            f"Download it by hand and put it at {directory / name} (MD5 {md5}), or choose an "
+            "offline dataset: mnist1d, digits, digits_ar, mnist1d_long."
         ) from error
 
 
@@ -362,12 +375,14 @@ def read_idx(data: bytes) -> np.ndarray:
     is the element type (0x08 = uint8) and fourth byte the number of dimensions, then the
     dimensions as big-endian int32, then the values."""
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError("data is not an IDX file of unsigned bytes (expected magic 0x00 0x00 0x08 ndim).")
+        raise ValueError("data is not an IDX file of unsigned bytes (expected magic 0x00 0x00 0x08 "
+                         "ndim).")
     ndim = data[3]
     shape = tuple(int(d) for d in np.frombuffer(data, ">i4", count=ndim, offset=4))
     values = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
     if values.size != int(np.prod(shape)):
-        raise ValueError(f"IDX header says shape {shape} ({int(np.prod(shape))} values); the file holds {values.size}.")
+        raise ValueError(f"IDX header says shape {shape} ({int(np.prod(shape))} values); the file "
+                         f"holds {values.size}.")
     return values.reshape(shape)
 
 
@@ -377,7 +392,8 @@ def read_cifar_binary(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     labels (n,) uint8."""
     record = 1 + 3 * 32 * 32
     if len(data) % record:
-        raise ValueError(f"a CIFAR-10 binary batch is a whole number of {record}-byte records; got {len(data)} bytes.")
+        raise ValueError(f"a CIFAR-10 binary batch is a whole number of {record}-byte records; got "
+                         f"{len(data)} bytes.")
     rows = np.frombuffer(data, np.uint8).reshape(-1, record)
     images = rows[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     return images, rows[:, 0]
@@ -411,7 +427,8 @@ def load_sequential_cifar(directory: str | os.PathLike | None = None) -> Dataset
                 x, y = read_cifar_binary(tar.extractfile(member).read())
                 images.append(x)
                 labels.append(y)
-        return np.concatenate(images).reshape(-1, 1024, 3) / 255.0, np.concatenate(labels).astype(np.int32)
+        x = np.concatenate(images).reshape(-1, 1024, 3) / 255.0
+        return x, np.concatenate(labels).astype(np.int32)
 
     x_train, y_train = read(CIFAR_TRAIN)
     x_test, y_test = read(CIFAR_TEST)
@@ -433,7 +450,8 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
 }
 
 
-DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else "classification" for name in DATASETS}
+DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else "classification"
+                                 for name in DATASETS}
 """Each registered data set's task, known without loading it (to check options early)."""
 
 
@@ -458,7 +476,8 @@ def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None =
     """
     batch_size = check_positive_int("batch_size", batch_size)
     if len(x) != len(y):
-        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and {len(y)}.")
+        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and "
+                         f"{len(y)}.")
     order = np.arange(len(x)) if seed is None else np.random.default_rng(seed).permutation(len(x))
     stop = len(x) - batch_size + 1 if drop_last else len(x)
     for start in range(0, max(stop, 0), batch_size):
@@ -472,10 +491,12 @@ def validation_split(x: np.ndarray, y: np.ndarray, fraction: float, *, seed: int
     Returns ``(x_train, y_train, x_val, y_val)``; the training part keeps the stored order
     of the samples left in it. ``fraction=0`` returns all of x, y and empty validation arrays.
     """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+    real = isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
+    if not real or not 0 <= fraction < 1:
         raise ValueError(f"fraction must be a number in [0, 1); got {fraction!r}.")
     if len(x) != len(y):
-        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and {len(y)}.")
+        raise ValueError(f"x and y must have the same number of samples; got {len(x)} and "
+                         f"{len(y)}.")
     n_val = int(round(fraction * len(x)))
     held_out = np.zeros(len(x), bool)
     held_out[np.random.default_rng(seed).permutation(len(x))[:n_val]] = True

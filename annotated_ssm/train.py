@@ -59,10 +59,12 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale, load_model, mark_stale, read_checkpoint_info,
-                         recover_checkpoint, restore_checkpoint, save_checkpoint)
+from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale,
+                         load_model, mark_stale, read_checkpoint_info, recover_checkpoint,
+                         restore_checkpoint, save_checkpoint)
 from .config import ModelConfig, TrainConfig, check_seed
-from .data import DATASET_TASKS, DATASETS, Dataset, batches, check_dataset, load_dataset, validation_split
+from .data import (DATASET_TASKS, DATASETS, Dataset, batches, check_dataset, load_dataset,
+                   validation_split)
 from .layers import SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
 
@@ -139,7 +141,8 @@ class DivergedError(FloatingPointError):
 
 # --- Model construction and checks ----------------------------------------------------------
 
-def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0, **kwargs) -> SequenceModel:
+def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0,
+                **kwargs) -> SequenceModel:
     """A model that fits ``dataset``: a ``SequenceClassifier`` with ``dataset.n_classes``
     outputs for classification, a ``CausalSequenceModel`` for per-step regression.
 
@@ -149,7 +152,8 @@ def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0, **
     """
     if isinstance(layer, ModelConfig):
         if kwargs:
-            raise ValueError(f"pass either a ModelConfig or keyword arguments, not both; got also {sorted(kwargs)}.")
+            raise ValueError("pass either a ModelConfig or keyword arguments, not both; got also "
+                             f"{sorted(kwargs)}.")
         layer, kwargs = layer.layer, layer.model_kwargs(dataset.task)
     rngs = nnx.Rngs(seed)
     if dataset.task == "classification":
@@ -165,18 +169,20 @@ def check_model_matches(model: SequenceModel, dataset: Dataset) -> None:
     """Raise ValueError, before any compilation, if the model cannot train on the dataset."""
     if _task_of(model) != dataset.task:
         kind = "SequenceClassifier" if dataset.task == "classification" else "CausalSequenceModel"
-        raise ValueError(f"dataset {dataset.name!r} is a {dataset.task} task, so it needs a {kind}; "
-                         f"got a {type(model).__name__}.")
+        raise ValueError(f"dataset {dataset.name!r} is a {dataset.task} task, so it needs a "
+                         f"{kind}; got a {type(model).__name__}.")
     if model.d_input != dataset.channels:
-        raise ValueError(f"the model expects d_input={model.d_input} channels per step, but dataset "
-                         f"{dataset.name!r} has {dataset.channels} (x_train shape {dataset.x_train.shape}); "
-                         f"build the model with d_input={dataset.channels}.")
+        raise ValueError(f"the model expects d_input={model.d_input} channels per step, but "
+                         f"dataset {dataset.name!r} has {dataset.channels} (x_train shape "
+                         f"{dataset.x_train.shape}); build the model with "
+                         f"d_input={dataset.channels}.")
     if dataset.task == "classification" and model.n_classes != dataset.n_classes:
-        raise ValueError(f"the model has n_classes={model.n_classes} outputs, but dataset {dataset.name!r} "
-                         f"has {dataset.n_classes} classes.")
+        raise ValueError(f"the model has n_classes={model.n_classes} outputs, but dataset "
+                         f"{dataset.name!r} has {dataset.n_classes} classes.")
     if dataset.task == "regression" and model.d_output != dataset.n_outputs:
-        raise ValueError(f"the model has d_output={model.d_output}, but dataset {dataset.name!r} has "
-                         f"{dataset.n_outputs} targets per step (y_train shape {dataset.y_train.shape}).")
+        raise ValueError(f"the model has d_output={model.d_output}, but dataset {dataset.name!r} "
+                         f"has {dataset.n_outputs} targets per step (y_train shape "
+                         f"{dataset.y_train.shape}).")
 
 
 def count_params(model: nnx.Module) -> int:
@@ -315,8 +321,8 @@ def count_steps(config: TrainConfig, dataset: Dataset) -> int:
     n_train = len(dataset.x_train) - _n_validation(config, dataset)
     steps_per_epoch = n_train // config.batch_size
     if steps_per_epoch == 0:
-        raise ValueError(f"batch_size must be <= the number of training samples ({n_train} after the validation "
-                         f"split); got {config.batch_size}.")
+        raise ValueError(f"batch_size must be <= the number of training samples ({n_train} after "
+                         f"the validation split); got {config.batch_size}.")
     total = steps_per_epoch * config.epochs
     return total if config.max_steps is None else min(total, config.max_steps)
 
@@ -340,8 +346,9 @@ class TrainingInterrupted(KeyboardInterrupt):
     last step done, ``path`` the run folder to give ``fit(..., resume_from=path)``."""
 
     def __init__(self, step: int, path: pathlib.Path):
-        super().__init__(f"interrupted at step {step}; the training state is saved in {str(path / LAST)!r}: "
-                         f"resume with fit(..., resume_from={str(path)!r}) or --resume.")
+        super().__init__(f"interrupted at step {step}; the training state is saved in "
+                         f"{str(path / LAST)!r}: resume with fit(..., resume_from={str(path)!r}) "
+                         "or --resume.")
         self.step = step
         self.path = path
 
@@ -356,28 +363,31 @@ def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathli
     ``resume``, an unfinished training state is refused (it would be overwritten).
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"checkpoint must be a str or os.PathLike (a run folder); got {type(path).__name__}.")
+        raise TypeError("checkpoint must be a str or os.PathLike (a run folder); got "
+                        f"{type(path).__name__}.")
     path = check_path_names(path)  # names too long, before anything looks at them
     cwd = pathlib.Path.cwd().resolve()
     if path.resolve() == cwd or path.resolve() in cwd.parents:
-        raise ValueError(f"checkpoint folder {str(path)!r} is the current directory or contains it; "
-                         f"choose a new sub-folder, e.g. {str(path / 'runs' / 'run')!r}.")
+        raise ValueError(f"checkpoint folder {str(path)!r} is the current directory or contains "
+                         f"it; choose a new sub-folder, e.g. {str(path / 'runs' / 'run')!r}.")
     if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose another path.")
+        raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose "
+                         "another path.")
     if path.is_dir():
+        ours = (LAST, BEST, f".{LAST}.", f".{BEST}.")  # the two and their temporary siblings
         foreign = sorted(p.name for p in path.iterdir()
-                         if p.name not in (LAST, BEST) and not p.name.startswith((f".{LAST}.", f".{BEST}.")))
+                         if p.name not in ours[:2] and not p.name.startswith(ours[2:]))
         if foreign:
-            raise ValueError(f"checkpoint folder {str(path)!r} holds files that are not a training run's "
-                             f"({foreign[:5]}); choose a new or empty folder.")
+            raise ValueError(f"checkpoint folder {str(path)!r} holds files that are not a training "
+                             f"run's ({foreign[:5]}); choose a new or empty folder.")
     for name in (LAST, BEST):
         check_checkpoint_path(path / name)
     if not resume and (path / LAST).exists():
         state = read_checkpoint_info(path / LAST).get("training_state") or {}
         if not state.get("finished", True):
             raise ValueError(f"{str(path)!r} holds an unfinished run (step {state.get('step')} of "
-                             f"{state.get('total_steps')}); resume it (fit(..., resume_from=...) or --resume), "
-                             f"or choose another folder.")
+                             f"{state.get('total_steps')}); resume it (fit(..., resume_from=...) "
+                             "or --resume), or choose another folder.")
     return path
 
 
@@ -385,7 +395,8 @@ def _fingerprint(dataset: Dataset) -> dict[str, Any]:
     """What identifies a data set well enough to refuse resuming on another one."""
     def crc(a):
         return zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
-    return {"name": dataset.name, "x_train": list(dataset.x_train.shape), "x_test": list(dataset.x_test.shape),
+    return {"name": dataset.name, "x_train": list(dataset.x_train.shape),
+            "x_test": list(dataset.x_test.shape),
             "crc32": crc(dataset.x_train) ^ crc(dataset.y_train)}
 
 
@@ -403,7 +414,8 @@ class _Run:
     training state to ``path/last`` and each new best model to ``path/best``.
     """
 
-    def __init__(self, path: pathlib.Path | None, config: TrainConfig, dataset: Dataset, total_steps: int):
+    def __init__(self, path: pathlib.Path | None, config: TrainConfig, dataset: Dataset,
+                 total_steps: int):
         self.path, self.config, self.total_steps = path, config, total_steps
         self.fingerprint = _fingerprint(dataset) if path is not None else None
         self.history = History()
@@ -417,7 +429,8 @@ class _Run:
                                                             "score": self.best_score}
         return {"step": step, "total_steps": self.total_steps, "finished": finished,
                 "epoch_losses": [float(v) for v in jax.device_get(self.epoch_losses)],
-                "history": dataclasses.asdict(self.history), "best": best, "dataset": self.fingerprint}
+                "history": dataclasses.asdict(self.history), "best": best,
+                "dataset": self.fingerprint}
 
     def due(self, step: int, interrupted: bool) -> bool:
         """Is a save of the training state due after ``step``?"""
@@ -456,16 +469,16 @@ class _Run:
         info = read_checkpoint_info(folder / LAST)
         state = info.get("training_state")
         if not isinstance(state, dict) or "history" not in state:
-            raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by fit); "
-                             f"resume_from must be a run folder that fit saved to.")
+            raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
+                             "fit); resume_from must be a run folder that fit saved to.")
         differ = _config_differences(info.get("train_config"), self.config)
         if differ:
-            raise ValueError(f"the run in {str(folder)!r} was trained with another TrainConfig ({'; '.join(differ)});"
-                             f" resume it with the same one (only {', '.join(TrainConfig.RESUME_IRRELEVANT)} "
-                             f"may change).")
+            raise ValueError(f"the run in {str(folder)!r} was trained with another TrainConfig "
+                             f"({'; '.join(differ)}); resume it with the same one (only "
+                             f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change).")
         if state["dataset"] != _fingerprint(dataset):
-            raise ValueError(f"the run in {str(folder)!r} was trained on another data set ({state['dataset']}); "
-                             f"this one is {_fingerprint(dataset)}.")
+            raise ValueError(f"the run in {str(folder)!r} was trained on another data set "
+                             f"({state['dataset']}); this one is {_fingerprint(dataset)}.")
         restore_checkpoint(folder / LAST, model, optimizer)
         self.finished = bool(state["finished"])
         self.history = History(**state["history"])
@@ -511,14 +524,16 @@ def _check_losses(losses, first_step: int, epoch: int, history: History, bar) ->
     if not np.all(np.isfinite(losses)):
         bad = first_step + 1 + int(np.argmin(np.isfinite(losses)))
         bar.close()
-        raise DivergedError(f"the training loss became {losses[bad - first_step - 1]} at step {bad} (epoch "
-                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", bad, history)
+        raise DivergedError(f"the training loss became {losses[bad - first_step - 1]} at step "
+                            f"{bad} (epoch {epoch + 1}); training stopped. Try a smaller lr or "
+                            "ssm_lr.", bad, history)
     return losses
 
 
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
         optimizer: nnx.Optimizer | None = None, mesh: Mesh | None = None,
-        checkpoint: str | os.PathLike | None = None, resume_from: str | os.PathLike | None = None) -> History:
+        checkpoint: str | os.PathLike | None = None,
+        resume_from: str | os.PathLike | None = None) -> History:
     """Train ``model`` on ``dataset``; select on a validation split; test once at the end.
 
     1. ``config.validation_fraction`` of the training set is held out (a permutation seeded
@@ -554,7 +569,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
     config.validate()
     if not isinstance(dataset, Dataset):
-        raise TypeError(f"dataset must be an annotated_ssm.data.Dataset; got {type(dataset).__name__}.")
+        raise TypeError("dataset must be an annotated_ssm.data.Dataset; got "
+                        f"{type(dataset).__name__}.")
     check_dataset(dataset)  # again: its arrays may have been changed in place since it was built
     check_model_matches(model, dataset)
     mesh = make_mesh() if mesh is None else mesh
@@ -564,22 +580,26 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         raise ValueError(f"batch_size must be divisible by the number of devices ({n_devices}) "
                          f"for data parallelism; got {batch_size}.")
     total_steps = count_steps(config, dataset)
-    x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train, config.validation_fraction,
-                                                      seed=config.seed)
+    x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
+                                                      config.validation_fraction, seed=config.seed)
     if config.validation_fraction > 0 and len(x_val) == 0:
-        raise ValueError(f"validation_fraction={config.validation_fraction} of {len(dataset.x_train)} training "
-                         f"samples leaves no validation sample; use a larger fraction or 0.")
+        raise ValueError(f"validation_fraction={config.validation_fraction} of "
+                         f"{len(dataset.x_train)} training samples leaves no validation sample; "
+                         "use a larger fraction or 0.")
     steps_per_epoch = len(x_train) // batch_size
     if is_stale(optimizer):
-        raise ValueError("this optimizer's model holds the best epoch's weights (an earlier fit with keep_best "
-                         "put them back), not the weights its state belongs to; training them together would "
-                         "not continue the run. Resume from a run folder instead (fit(checkpoint=...), then "
-                         "fit(resume_from=...)).")
-    path = None if checkpoint is None else check_run_folder(checkpoint, resume=resume_from is not None)
+        raise ValueError("this optimizer's model holds the best epoch's weights (an earlier fit "
+                         "with keep_best put them back), not the weights its state belongs to; "
+                         "training them together would not continue the run. Resume from a run "
+                         "folder instead (fit(checkpoint=...), then fit(resume_from=...)).")
+    path = None
+    if checkpoint is not None:
+        path = check_run_folder(checkpoint, resume=resume_from is not None)
     if path is not None:
         check_metadata(model, config)  # a value JSON cannot store fails now, not after training
     if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
-        raise TypeError(f"resume_from must be a str or os.PathLike (a run folder); got {type(resume_from).__name__}.")
+        raise TypeError("resume_from must be a str or os.PathLike (a run folder); got "
+                        f"{type(resume_from).__name__}.")
     run = _Run(path, config, dataset, total_steps)
     if optimizer is None:
         optimizer = make_optimizer(model, config, total_steps)
@@ -590,10 +610,12 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         if path is not None and (path / BEST).exists():
             shutil.rmtree(path / BEST)  # an earlier run's best model (ours: checked above)
     if start >= total_steps and not run.finished:
-        raise ValueError(f"the optimizer is already at step {start}, which is the end of this config's budget "
-                         f"({total_steps} steps); raise epochs or max_steps to train on.")
+        raise ValueError(f"the optimizer is already at step {start}, which is the end of this "
+                         f"config's budget ({total_steps} steps); raise epochs or max_steps to "
+                         "train on.")
     if int(optimizer.step[...]) != start:
-        raise ValueError(f"the optimizer is at step {int(optimizer.step[...])}, the run at step {start}.")
+        raise ValueError(f"the optimizer is at step {int(optimizer.step[...])}, the run at step "
+                         f"{start}.")
     replicate(model, mesh)
     replicate(optimizer, mesh)
 
@@ -604,15 +626,16 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     model.train()
     step_on = nnx.cached_partial(train_step, model, optimizer)
     history = run.history
-    bar = tqdm(total=total_steps, initial=start, disable=not config.progress, desc=f"{model.layer_name}", unit="step")
+    bar = tqdm(total=total_steps, initial=start, disable=not config.progress,
+               desc=f"{model.layer_name}", unit="step")
     step = start
     with _ctrl_c_saves(path is not None and not run.finished) as ctrl_c:
 
         def save_if_due(epoch: int, first_step: int) -> None:
             if run.due(step, ctrl_c["set"]):
-                _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # never save a diverged state
+                _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # never save NaN
                 run.save(model, optimizer, step)
-            if ctrl_c["set"]:  # also when Ctrl-C came during that save: the state of this step is saved
+            if ctrl_c["set"]:  # also when it came during that save: this step's state is saved
                 bar.close()
                 raise TrainingInterrupted(step, path)
 
@@ -620,8 +643,9 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             epoch_start = time.perf_counter()
             skip = step - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on before
             first_step = step - len(run.epoch_losses)
-            for i, (xb, yb) in enumerate(batches(x_train, y_train, batch_size, seed=config.seed + epoch,
-                                                 drop_last=True)):
+            epoch_batches = batches(x_train, y_train, batch_size, seed=config.seed + epoch,
+                                    drop_last=True)
+            for i, (xb, yb) in enumerate(epoch_batches):
                 if i < skip:
                     continue
                 run.epoch_losses.append(step_on(*shard_batch(mesh, xb, yb), task=dataset.task))
@@ -631,7 +655,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                     break
                 if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
                     save_if_due(epoch, first_step)
-            losses = _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # waits for the steps
+            losses = _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # waits
             run.epoch_losses = []
             history.epoch_time.append(time.perf_counter() - epoch_start)
             history.epoch.append(epoch + 1)
@@ -639,7 +663,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             history.train_loss.append(float(np.mean(losses)))
             postfix = {"loss": f"{history.train_loss[-1]:.3f}"}
             if len(x_val):
-                metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
+                metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size,
+                                   mesh=mesh)
                 history.val_loss.append(metrics["loss"])
                 history.val_accuracy.append(metrics.get("accuracy", float("nan")))
                 postfix["val"] = f"{metrics['loss']:.3f}"
@@ -655,7 +680,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                 break
             save_if_due(epoch + 1, step)
         bar.close()
-        if config.max_steps is not None and step == config.max_steps < steps_per_epoch * config.epochs:
+        budget_ended = config.max_steps is not None and step == config.max_steps
+        if budget_ended and step < steps_per_epoch * config.epochs:
             history.stopped = "step budget"
         if path is not None and not run.finished:
             run.save(model, optimizer, step, finished=True)
@@ -665,7 +691,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         mark_stale(optimizer)  # the pair (best weights, last optimiser state) cannot resume
     elif run.best_state is None:
         history.best_epoch = history.epoch[-1]
-    metrics = evaluate(model, dataset.x_test, dataset.y_test, batch_size=config.eval_batch_size, mesh=mesh)
+    metrics = evaluate(model, dataset.x_test, dataset.y_test, batch_size=config.eval_batch_size,
+                       mesh=mesh)
     history.test_loss = metrics["loss"]
     history.test_accuracy = metrics.get("accuracy", float("nan"))
     model.eval()
@@ -712,10 +739,11 @@ class SeedResults:
         if np.all(np.isnan(self.test_accuracy)):  # regression: report the loss
             metric, scale, unit = "test_loss", 1.0, ""
         values = getattr(self, metric)
-        per_seed = ", ".join(f"{s}: {scale * v:.{1 if scale > 1 else 4}f}" for s, v in zip(self.seeds, values))
+        per_seed = ", ".join(f"{s}: {scale * v:.{1 if scale > 1 else 4}f}"
+                             for s, v in zip(self.seeds, values))
         digits = 1 if scale > 1 else 4
-        return (f"{scale * self.mean(metric):.{digits}f} ± {scale * self.std(metric):.{digits}f}{unit} "
-                f"(seeds {per_seed})")
+        return (f"{scale * self.mean(metric):.{digits}f} ± "
+                f"{scale * self.std(metric):.{digits}f}{unit} (seeds {per_seed})")
 
 
 def fit_seeds(model_config: ModelConfig, dataset: Dataset, config: TrainConfig | None = None, *,
@@ -773,32 +801,37 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
         default = getattr(defaults, field.name)
         help = field.metadata["help"]
         if field.name == "layer_options":
-            group.add_argument("--layer-option", dest=field.name, action="append", default=[], metavar="KEY=VALUE",
+            group.add_argument("--layer-option", dest=field.name, action="append", default=[],
+                               metavar="KEY=VALUE",
                                help=f"{help}; repeatable, e.g. --layer-option init=rand")
             continue
         flag = "--" + field.name.replace("_", "-")
         if kind is bool:
-            group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default, help=help)
+            group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
+                               default=default, help=help)
             continue
-        base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # X | None -> X
+        base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # X|None: X
         parse = _parse_float if base is float else base
         group.add_argument(flag, dest=field.name, type=parse, default=default, help=help,
                            choices=field.metadata.get("choices"),
-                           metavar=field.name.upper() if field.metadata.get("choices") is None else None)
+                           metavar=None if field.metadata.get("choices") else field.name.upper())
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m annotated_ssm.train",
-        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. The options in the "
-                    "groups ModelConfig and TrainConfig are the fields of those dataclasses, with their defaults.",
+        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. The "
+                    "options in the groups ModelConfig and TrainConfig are the fields of those "
+                    "dataclasses, with their defaults.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
-                        help="dataset (smnist and scifar are downloaded once; the others are generated locally)")
+                        help="dataset (smnist and scifar are downloaded once; the others are "
+                             "generated locally)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
-                        help="a run folder: the training state is saved to DIR/last (periodically, on Ctrl-C and "
-                             "at the end) and the best epoch's model to DIR/best; checked before training")
+                        help="a run folder: the training state is saved to DIR/last (periodically, "
+                             "on Ctrl-C and at the end) and the best epoch's model to DIR/best; "
+                             "checked before training")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run saved in --checkpoint DIR, with the same options")
     _add_fields(parser, ModelConfig)
@@ -807,7 +840,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _layer_options(items: list[str]) -> dict[str, Any]:
-    """Parse ["init=rand", "blocks=4"] into {"init": "rand", "blocks": 4} (Python literals or strings)."""
+    """Parse ["init=rand", "blocks=4"] into {"init": "rand", "blocks": 4} (Python literals, else
+    strings)."""
     options = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -842,7 +876,8 @@ def _count_params_without_building(model_config: ModelConfig, task: str) -> int:
             else:
                 model = CausalSequenceModel(model_config.layer, 1, 1, rngs=nnx.Rngs(0), **kwargs)
         except TypeError as error:  # an option the layer does not take
-            raise ValueError(f"invalid --layer-option for layer {model_config.layer!r}: {error}") from error
+            raise ValueError("invalid --layer-option for layer "
+                             f"{model_config.layer!r}: {error}") from error
         return count_params(model)
 
     h, n = model_config.d_model, model_config.n_layers
@@ -881,9 +916,10 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     memory = _memory_bytes()
     needed = 4 * 4 * n_params  # float32 weights, gradients and AdamW's two moments
     if memory is not None and needed > memory:
-        raise ValueError(f"d_model={model_config.d_model}, n_layers={model_config.n_layers}, state_size="
-                         f"{model_config.state_size} make a model of {n_params:,} parameters: training needs at "
-                         f"least {needed / 2**30:,.1f} GiB, and this device has {memory / 2**30:,.1f} GiB.")
+        raise ValueError(f"d_model={model_config.d_model}, n_layers={model_config.n_layers}, "
+                         f"state_size={model_config.state_size} make a model of {n_params:,} "
+                         f"parameters: training needs at least {needed / 2**30:,.1f} GiB, and this "
+                         f"device has {memory / 2**30:,.1f} GiB.")
     if resume and checkpoint is None:
         raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
     if checkpoint is None:
@@ -899,17 +935,20 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     info = read_checkpoint_info(path / LAST)
     state = info.get("training_state")
     if not isinstance(state, dict) or "dataset" not in state:
-        raise ValueError(f"{str(path / LAST)!r} holds no training state to resume (not saved by a training run).")
+        raise ValueError(f"{str(path / LAST)!r} holds no training state to resume (not saved by a "
+                         "training run).")
     differ = _config_differences(info.get("train_config"), config)
     ours = {"layer": model_config.layer, **model_config.model_kwargs(task)}
-    stored = {k: v for k, v in info["architecture"].items() if k not in ("d_input", "model", "n_classes", "d_output")}
-    differ += [f"{k}: stored {stored.get(k)!r}, given {ours.get(k)!r}" for k in sorted(set(ours) | set(stored))
+    from_data = ("d_input", "model", "n_classes", "d_output")
+    stored = {k: v for k, v in info["architecture"].items() if k not in from_data}
+    differ += [f"{k}: stored {stored.get(k)!r}, given "
+               f"{ours.get(k)!r}" for k in sorted(set(ours) | set(stored))
                if json.loads(json.dumps(ours.get(k))) != stored.get(k)]
     if state["dataset"]["name"] != dataset:
         differ.append(f"dataset: stored {state['dataset']['name']!r}, given {dataset!r}")
     if differ:
-        raise ValueError(f"--resume: the run in {str(path)!r} was started with other options ({'; '.join(differ)}); "
-                         f"give the same ones.")
+        raise ValueError(f"--resume: the run in {str(path)!r} was started with other options "
+                         f"({'; '.join(differ)}); give the same ones.")
 
 
 _JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
@@ -934,12 +973,15 @@ def main(argv: list[str] | None = None) -> int:
         dataset = load_dataset(args.dataset)
         model = build_model(model_config, dataset, seed=config.seed)
         print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
-              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} steps", flush=True)
+              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} "
+              "steps", flush=True)
         history = fit(model, dataset, config, checkpoint=args.checkpoint,
                       resume_from=args.checkpoint if args.resume else None)
-        summary = {"layer": model_config.layer, "dataset": args.dataset, "epochs": len(history.epoch),
+        summary = {"layer": model_config.layer, "dataset": args.dataset,
+                   "epochs": len(history.epoch),
                    "steps": history.steps[-1], "best_epoch": history.best_epoch,
-                   "test_loss": round(history.test_loss, 4), "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
+                   "test_loss": round(history.test_loss, 4),
+                   "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
         if dataset.task == "classification":
             summary["test_accuracy"] = round(history.test_accuracy, 4)
             summary["val_accuracy"] = [round(v, 4) for v in history.val_accuracy]
@@ -953,8 +995,8 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingInterrupted as interrupted:
         parser.exit(130, f"error: {interrupted}\n")
     except KeyboardInterrupt:
-        parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the training "
-                         "state).\n")
+        parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the "
+                         "training state).\n")
     except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")

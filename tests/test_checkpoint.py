@@ -155,7 +155,8 @@ def test_corrupted_or_foreign_checkpoints_get_accurate_messages(tmp_path):
         save_checkpoint(path, model)
 
     metadata.write_text(json.dumps({**json.loads(good), "format_version": 99}))
-    with pytest.raises(ValueError, match="format_version 99; this version .* reads format_version 1"):
+    with pytest.raises(ValueError, match="format_version 99; this version .* reads "
+                                         "format_version 1"):
         restore_checkpoint(path, model)
     metadata.write_text(json.dumps({**json.loads(good), "architecture": "s4d"}))
     with pytest.raises(ValueError, match="corrupted: 'architecture' should be a dict, got 's4d'"):
@@ -172,7 +173,8 @@ def test_corrupted_or_foreign_checkpoints_get_accurate_messages(tmp_path):
         load_model(path)
 
     metadata.unlink()
-    with pytest.raises(ValueError, match="not an annotated_ssm checkpoint: it has no annotated_ssm.json"):
+    with pytest.raises(ValueError, match="not an annotated_ssm checkpoint: it has no "
+                                         "annotated_ssm.json"):
         load_model(path)
     with pytest.raises(ValueError, match="not a directory"):
         load_model(tmp_path / "missing")

@@ -27,7 +27,8 @@ def no_data(monkeypatch):
     """Fail the test if the command loads a data set."""
 
     def refuse(name, **kwargs):
-        raise AssertionError(f"the command loaded the data set {name!r} before rejecting its arguments")
+        raise AssertionError(f"the command loaded the data set {name!r} before rejecting its "
+                             "arguments")
 
     monkeypatch.setattr(train, "load_dataset", refuse)
 
@@ -84,8 +85,10 @@ def test_every_config_field_is_an_option_with_help_and_default(capsys):
     (["--time-budget", "60"], "unrecognized arguments: --time-budget 60"),
     (["--layer", "lstm"], "argument --layer: invalid choice: 'lstm'"),
     (["--dataset", "imagenet"], "invalid choice: 'imagenet'"),
-    (["--dataset", "digits_ar", "--bidirectional"], "bidirectional=True does not apply to a regression"),
-    (["--dataset", "digits_ar", "--pooling", "last"], "pooling='last' does not apply to a regression"),
+    (["--dataset", "digits_ar", "--bidirectional"], "bidirectional=True does not apply to a "
+                                                    "regression"),
+    (["--dataset", "digits_ar", "--pooling", "last"], "pooling='last' does not apply to a "
+                                                      "regression"),
     (["--layer-option", "oops"], "KEY=VALUE; got 'oops'"),
     (["--layer-option", "no_such_option=1"], "invalid --layer-option for layer 's4d'"),
     (["--checkpoint", "."], "is the current directory or contains it"),
@@ -101,7 +104,8 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "data.csv").write_text("1,2")
     (tmp_path / "file").write_text("x")
-    for path, message in ((tmp_path / "folder", "holds files that are not a training run's (['data.csv'])"),
+    for path, message in ((tmp_path / "folder", "holds files that are not a training run's "
+                                                "(['data.csv'])"),
                           (tmp_path / "file", "exists and is not a directory"),
                           (tmp_path / "file" / "ckpt", "is not a directory"),
                           ("/proc/annotated_ssm_checkpoint", "'/proc' is not writable")):
@@ -115,7 +119,8 @@ def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path):
     done = subprocess.run([sys.executable, "-m", "annotated_ssm.train", "--checkpoint", str(tmp_path / "file" / "c")],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("error: cannot save a checkpoint at") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: cannot save a "
+                                  "checkpoint at") and done.stderr.count("\n") == 1
 
 
 def test_a_diverged_run_names_the_step_and_keeps_the_good_checkpoint(tmp_path, capsys, tiny_digits, monkeypatch):
@@ -126,7 +131,8 @@ def test_a_diverged_run_names_the_step_and_keeps_the_good_checkpoint(tmp_path, c
     argv = [*SMALL, "--dataset", "digits", "--lr", "1e30", "--warmup-fraction", "0"]
     status, out, err = run([*argv, "--checkpoint", str(tmp_path)], capsys)
     assert status == 1 and err.count("\n") == 1
-    assert err.startswith("error: the training loss became nan at step 2 (epoch 1); training stopped")
+    assert err.startswith("error: the training loss became nan at step 2 (epoch 1); training "
+                          "stopped")
     assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
 
 

@@ -32,7 +32,8 @@ import pytest
 from flax import nnx
 
 from annotated_ssm import checkpoint, train
-from annotated_ssm.checkpoint import load_model, read_checkpoint_info, recover_checkpoint, save_checkpoint
+from annotated_ssm.checkpoint import (load_model, read_checkpoint_info, recover_checkpoint,
+                                      save_checkpoint)
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
 from annotated_ssm.train import TrainingInterrupted, build_model, fit, fit_seeds, main
@@ -58,7 +59,8 @@ def model_of(layer: str):
 
 
 def weights(model) -> list[np.ndarray]:
-    return [np.asarray(leaf) for leaf in jax.tree.leaves(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))]
+    state = nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat))
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(state)]
 
 
 def assert_same_run(a, b):
@@ -69,8 +71,8 @@ def assert_same_run(a, b):
         np.testing.assert_array_equal(x, y)
     for field in dataclasses.fields(history_a):
         if field.name != "epoch_time":
-            np.testing.assert_array_equal(getattr(history_a, field.name), getattr(history_b, field.name),
-                                          err_msg=field.name)
+            a, b = getattr(history_a, field.name), getattr(history_b, field.name)
+            np.testing.assert_array_equal(a, b, err_msg=field.name)
 
 
 _REFERENCE = {}
@@ -121,7 +123,8 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
     monkeypatch.setattr(checkpoint.ocp.Checkpointer, "save", real_save)
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no debris
     if where == "crash":
-        assert read_checkpoint_info(folder / "last")["step"] == at * config.save_every_steps - config.save_every_steps
+        saved = (at - 1) * config.save_every_steps  # the save before the one that died
+        assert read_checkpoint_info(folder / "last")["step"] == saved
     model = model_of(layer)
     return (model, fit(model, DATA, config, checkpoint=folder, resume_from=folder)), stopped.value
 
@@ -129,20 +132,24 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
 # --- 1. Resuming is exact -------------------------------------------------------------------
 
 @pytest.mark.parametrize("layer", LAYERS)
-def test_resume_after_ctrl_c_between_steps_is_bit_identical_in_every_layer(layer, tmp_path, monkeypatch):
-    resumed, stopped = interrupt_then_resume(layer, CONFIG, tmp_path / "run", monkeypatch, "step", at=6)
+def test_resume_after_ctrl_c_between_steps_is_exact_in_every_layer(layer, tmp_path, monkeypatch):
+    folder = tmp_path / "run"
+    resumed, stopped = interrupt_then_resume(layer, CONFIG, folder, monkeypatch, "step", at=6)
     assert stopped.step == 6 and "resume with" in str(stopped)  # mid-epoch 2 (4 steps an epoch)
     assert_same_run(resumed, reference(layer, CONFIG))
 
 
 @pytest.mark.parametrize("where, at", [("step", 4), ("save", 2), ("crash", 2)],
-                         ids=["ctrl-c-at-an-epoch-end", "ctrl-c-during-a-save", "crash-during-a-save"])
-def test_resume_after_an_interrupted_or_crashed_save_is_bit_identical(where, at, tmp_path, monkeypatch):
+                         ids=["ctrl-c-at-an-epoch-end", "ctrl-c-during-a-save",
+                              "crash-during-a-save"])
+def test_resume_after_an_interrupted_or_crashed_save_is_exact(where, at, tmp_path, monkeypatch):
     config = dataclasses.replace(CONFIG, save_every_steps=3)  # saves at steps 3, 6, 9, ...
-    resumed, stopped = interrupt_then_resume("s4d", config, tmp_path / "run", monkeypatch, where, at)
+    folder = tmp_path / "run"
+    resumed, stopped = interrupt_then_resume("s4d", config, folder, monkeypatch, where, at)
     # stopped after step 4 (its epoch's validation done), after the step-6 save, or dead in
     # the step-6 save (the step-3 state on disk: the resumed run redid steps 4 to 6)
-    assert stopped.step == {"step": 4, "save": 6}[where] if where != "crash" else isinstance(stopped, Crash)
+    if where != "crash":
+        assert stopped.step == {"step": 4, "save": 6}[where]
     assert_same_run(resumed, reference("s4d", config))
 
 
@@ -153,13 +160,14 @@ def test_resume_without_a_validation_split_is_bit_identical(tmp_path, monkeypatc
     assert_same_run(resumed, reference("s4d", config))
 
 
-def test_the_best_model_is_its_own_checkpoint_never_mixed_with_the_training_state(tmp_path, monkeypatch):
+def test_the_best_model_is_its_own_checkpoint_never_mixed_with_the_state(tmp_path, monkeypatch):
     scores = iter([0.9, 0.5, 0.4, 0.3])  # validation accuracy per epoch: epoch 1 is the best
     real_evaluate = train.evaluate
 
     def evaluate(model, x, y, **kwargs):
         metrics = real_evaluate(model, x, y, **kwargs)
-        return {**metrics, "accuracy": next(scores)} if len(x) == 10 and x is not DATA.x_test else metrics
+        validation = len(x) == 10 and x is not DATA.x_test
+        return {**metrics, "accuracy": next(scores)} if validation else metrics
 
     monkeypatch.setattr(train, "evaluate", evaluate)
     model = model_of("s4d")
@@ -202,7 +210,8 @@ def test_an_unfinished_run_is_resumed_only_as_it_was_started(tmp_path, monkeypat
     with pytest.raises(ValueError, match=r"holds an unfinished run \(step 3 of 16\); resume it"):
         fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)  # a new run would overwrite it
     with pytest.raises(ValueError, match=r"another TrainConfig \(lr: stored 0.02, given 0.1\)"):
-        fit(model_of("s4d"), DATA, dataclasses.replace(CONFIG, lr=0.1), checkpoint=folder, resume_from=folder)
+        fit(model_of("s4d"), DATA, dataclasses.replace(CONFIG, lr=0.1), checkpoint=folder,
+            resume_from=folder)
     with pytest.raises(ValueError, match="another data set"):
         fit(model_of("s4d"), synthetic(seed=1), CONFIG, checkpoint=folder, resume_from=folder)
     with pytest.raises(ValueError, match="does not fit this model"):
@@ -210,7 +219,8 @@ def test_an_unfinished_run_is_resumed_only_as_it_was_started(tmp_path, monkeypat
     # resuming a finished run trains nothing more and gives the same result again
     first = fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder, resume_from=folder)
     again = fit(model_of("s4d"), DATA, CONFIG, resume_from=folder)
-    assert first.test_loss == again.test_loss and again.epoch == [1, 2, 3, 4] and again.steps[-1] == 16
+    assert first.test_loss == again.test_loss
+    assert again.epoch == [1, 2, 3, 4] and again.steps[-1] == 16
 
 
 def test_periodic_saves_every_n_steps_and_every_m_minutes(tmp_path, monkeypatch):
@@ -223,18 +233,21 @@ def test_periodic_saves_every_n_steps_and_every_m_minutes(tmp_path, monkeypatch)
         return real(path, *args, training_state=training_state, **kwargs)
 
     monkeypatch.setattr(train, "save_checkpoint", recording)
-    config = dataclasses.replace(CONFIG, validation_fraction=0.0, save_every_steps=5, save_every_minutes=None)
+    config = dataclasses.replace(CONFIG, validation_fraction=0.0, save_every_steps=5,
+                                 save_every_minutes=None)
     fit(model_of("s4d"), DATA, config, checkpoint=tmp_path / "steps")
     assert steps_saved == [5, 10, 15, 20]  # 20: the final save
     steps_saved.clear()
-    config = dataclasses.replace(config, save_every_steps=None, save_every_minutes=1e-9, max_steps=4)
+    config = dataclasses.replace(config, save_every_steps=None, save_every_minutes=1e-9,
+                                 max_steps=4)
     fit(model_of("s4d"), DATA, config, checkpoint=tmp_path / "minutes")
     assert steps_saved == [1, 2, 3, 4]
 
 
 # --- 2. The command line -------------------------------------------------------------------
 
-SMALL = ["--dataset", "digits", "--layer", "s4d", "--d-model", "4", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
+SMALL = ["--dataset", "digits", "--layer", "s4d", "--d-model", "4", "--n-layers", "1",
+         "--state-size", "4", "--step-max", "1",
          "--dropout", "0.1", "--batch-size", "10", "--epochs", "3", "--lr", "0.02", "--no-progress"]
 
 
@@ -269,7 +282,8 @@ def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_d
     monkeypatch.setattr(train, "shard_batch", _ctrl_c_at(5, train.shard_batch))
     status, out, err = cli([*SMALL, "--checkpoint", str(tmp_path / "run")], capsys)
     assert status == 130 and err.count("\n") == 1
-    assert err.startswith("error: interrupted at step 5; the training state is saved in") and "--resume" in err
+    assert err.startswith("error: interrupted at step 5; the training state "
+                          "is saved in") and "--resume" in err
     monkeypatch.undo()
     monkeypatch.setattr(train, "load_dataset", lambda name, **kwargs: CLI_DATA)
     status, out, err = cli([*SMALL, "--checkpoint", str(tmp_path / "run"), "--resume"], capsys)
@@ -281,17 +295,19 @@ def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_d
         for x, y in zip(weights(whole), weights(resumed), strict=True):
             np.testing.assert_array_equal(x, y)
     # --resume with other options, or without a folder, is refused before loading data
-    status, _, err = cli([*SMALL, "--lr", "0.1", "--checkpoint", str(tmp_path / "run"), "--resume"], capsys)
+    resume = ["--checkpoint", str(tmp_path / "run"), "--resume"]
+    status, _, err = cli([*SMALL, "--lr", "0.1", *resume], capsys)
     assert status == 2 and "lr: stored 0.02, given 0.1" in err and err.count("\n") == 1
-    status, _, err = cli([*SMALL, "--d-model", "8", "--checkpoint", str(tmp_path / "run"), "--resume"], capsys)
+    status, _, err = cli([*SMALL, "--d-model", "8", *resume], capsys)
     assert status == 2 and "d_model: stored 4, given 8" in err
     status, _, err = cli([*SMALL, "--resume"], capsys)
     assert status == 2 and "--resume needs --checkpoint DIR" in err
 
 
-def test_a_folder_name_too_long_for_the_temporary_names_fails_before_data(tmp_path, capsys, no_data):
-    folder = tmp_path / ("r" * 245)  # allowed itself; its hidden ".NAME.partial-PID-XXXXXXXX" is not
-    with pytest.raises(ValueError, match=r"name too long for this file system: saving creates '\.r+\.partial-"):
+def test_a_name_too_long_for_the_temporary_names_fails_before_data(tmp_path, capsys, no_data):
+    folder = tmp_path / ("r" * 245)  # allowed itself; its ".NAME.partial-PID-XXXXXXXX" is not
+    too_long = r"name too long for this file system: saving creates '\.r+\.partial-"
+    with pytest.raises(ValueError, match=too_long):
         save_checkpoint(folder, model_of("s4d"))
     # a run folder's temporary names are inside it (".last.partial-…"): 245 characters are fine
     assert train.check_run_folder(folder) == folder
@@ -305,7 +321,8 @@ def test_a_folder_name_too_long_for_the_temporary_names_fails_before_data(tmp_pa
 
 def test_a_layer_option_json_cannot_store_fails_before_data(tmp_path, capsys, no_data):
     status, out, err = cli([*SMALL, "--layer-option", "init_options={'x': b'yes'}"], capsys)
-    assert status == 2 and err.count("\n") == 1 and "must be storable as JSON" in err and "b'yes'" in err
+    assert status == 2 and err.count("\n") == 1
+    assert "must be storable as JSON" in err and "b'yes'" in err
     with pytest.raises(ValueError, match="storable as JSON"):
         ModelConfig(layer_options={"init_options": {"x": b"yes"}})
     model = model_of("s4d")
@@ -324,13 +341,19 @@ def _replace(array, index, value, dtype=None):
 
 
 @pytest.mark.parametrize("field, make, message", [
-    ("y_train", lambda d: _replace(d.y_train, 3, -1), r"y_train must hold class labels in \[0, 3\).*got -1 at index 3"),
-    ("y_train", lambda d: _replace(d.y_train, 0, 3), r"class labels in \[0, 3\) \(n_classes=3\); got 3 at index 0"),
-    ("y_test", lambda d: d.y_test.astype(np.float32), "y_test must hold integer class labels; got dtype float32"),
-    ("x_train", lambda d: _replace(d.x_train, (7, 2, 0), np.nan), r"x_train must be finite .*nan at .* \(7, 2, 0\)"),
+    ("y_train", lambda d: _replace(d.y_train, 3, -1),
+     r"y_train must hold class labels in \[0, 3\).*got -1 at index 3"),
+    ("y_train", lambda d: _replace(d.y_train, 0, 3),
+     r"class labels in \[0, 3\) \(n_classes=3\); got 3 at index 0"),
+    ("y_test", lambda d: d.y_test.astype(np.float32), "y_test must hold integer class labels; got "
+                                                      "dtype float32"),
+    ("x_train", lambda d: _replace(d.x_train, (7, 2, 0), np.nan),
+     r"x_train must be finite .*nan at .* \(7, 2, 0\)"),
     ("x_test", lambda d: _replace(d.x_test, (1, 0, 0), np.inf), r"x_test must be finite .*inf at"),
-    ("x_train", lambda d: _replace(d.x_train, (0, 0, 0), 1e39, np.float64), r"x_train must be finite in float32"),
-], ids=["label-minus-one", "label-n-classes", "float-labels", "nan-x-train", "inf-x-test", "1e39-float64"])
+    ("x_train", lambda d: _replace(d.x_train, (0, 0, 0), 1e39, np.float64),
+     r"x_train must be finite in float32"),
+], ids=["label-minus-one", "label-n-classes", "float-labels", "nan-x-train", "inf-x-test",
+        "1e39-float64"])
 def test_labels_and_data_are_checked_before_training(field, make, message, capsys):
     bad = make(DATA)
     with pytest.raises(ValueError, match=message):
@@ -349,7 +372,8 @@ def test_step_sizes_are_checked_in_float32(flag, value, capsys, no_data):
         ModelConfig(**{flag: value, **({"step_min": 1e-3} if flag == "step_max" else {})})
     extra = ["--step-min", "0.001"] if flag == "step_max" else []
     status, out, err = cli([*SMALL, "--" + flag.replace("_", "-"), str(value), *extra], capsys)
-    assert status == 2 and err.count("\n") == 1 and "in float32, the dtype the layers compute in" in err
+    assert status == 2 and err.count("\n") == 1
+    assert "in float32, the dtype the layers compute in" in err
 
 
 # --- 5. Splits, lengths and seeds ----------------------------------------------------------
@@ -370,9 +394,11 @@ def test_sequence_lengths_and_seeds_are_checked(capsys, no_data):
     with pytest.raises(ValueError, match="final_seq_length must be an integer >= 1; got 0"):
         load_dataset("mnist1d", num_samples=100, final_seq_length=0)
     empty = np.zeros((4, 0, 1), np.float32)
-    with pytest.raises(ValueError, match=r"x_train must have shape .* each >= 1; got shape \(4, 0, 1\)"):
-        Dataset("empty", empty, np.zeros(4, np.int32), DATA.x_test, DATA.y_test, "classification", 3)
-    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 4294967295\]; got 18446744073709551616"):
+    with pytest.raises(ValueError, match=r"x_train must have shape .* >= 1; got shape \(4, 0, 1\)"):
+        Dataset("empty", empty, np.zeros(4, np.int32), DATA.x_test, DATA.y_test, "classification",
+                3)
+    out_of_range = r"seed must be an integer in \[0, 4294967295\]; got 18446744073709551616"
+    with pytest.raises(ValueError, match=out_of_range):
         TrainConfig(seed=2**64)
     status, _, err = cli([*SMALL, "--seed", str(2**64)], capsys)
     assert status == 2 and "seed must be an integer in [0, 4294967295]" in err
@@ -434,7 +460,8 @@ def test_a_checkpoint_lost_between_the_two_renames_is_named_and_recovered(tmp_pa
     pid = dead_pid()
     os.replace(path, tmp_path / f".ckpt.previous-{pid}-abcdefgh")  # the first rename happened,
     os.replace(newer, tmp_path / f".ckpt.partial-{pid}-12345678")  # the second did not
-    with pytest.raises(ValueError, match=rf"no checkpoint at .*interrupted save left a complete checkpoint at "
+    with pytest.raises(ValueError, match=rf"no checkpoint at .*interrupted save left a complete "
+                                         rf"checkpoint at "
                                          rf".*\.ckpt\.partial-{pid}-12345678.*recover_checkpoint"):
         load_model(path)
     assert recover_checkpoint(path) == path  # the newer one, complete, is put in place
@@ -445,7 +472,8 @@ def test_a_checkpoint_lost_between_the_two_renames_is_named_and_recovered(tmp_pa
     folder = tmp_path / "run"
     fit(model_of("s4d"), DATA, dataclasses.replace(CONFIG, max_steps=3), checkpoint=folder)
     os.replace(folder / "last", folder / f".last.previous-{pid}-abcdefgh")
-    history = fit(model_of("s4d"), DATA, dataclasses.replace(CONFIG, max_steps=3), resume_from=folder)
+    history = fit(model_of("s4d"), DATA, dataclasses.replace(CONFIG, max_steps=3),
+                  resume_from=folder)
     assert history.steps == [3] and (folder / "last").is_dir()
 
 
@@ -456,7 +484,7 @@ def test_a_corrupted_checkpoint_gives_one_clear_error_and_no_orbax_noise(tmp_pat
         if file.is_file() and file.parent.name == "d":
             file.write_bytes(file.read_bytes()[:5])
     capfd.readouterr()
-    with pytest.raises(ValueError, match=r"could not read the model arrays .*corrupted or incomplete model/"):
+    with pytest.raises(ValueError, match=r"could not read the model arrays .*incomplete model/"):
         load_model(path)
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""

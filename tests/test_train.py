@@ -192,7 +192,8 @@ def test_a_nan_loss_stops_training_and_names_the_step(tiny_data):
     config = TrainConfig(epochs=2, batch_size=20, lr=1e30, warmup_fraction=0.0, validation_fraction=0.0,
                          progress=False)
     model = build_model(LAYER, tiny_data, **TINY)
-    with pytest.raises(DivergedError, match="the training loss became nan at step 2 \\(epoch 1\\)") as error:
+    with pytest.raises(DivergedError, match="the training loss became nan at step 2 "
+                                            "\\(epoch 1\\)") as error:
         fit(model, tiny_data, config)
     assert error.value.step == 2 and error.value.history.epoch == []
 
@@ -230,7 +231,8 @@ def test_fit_seeds_reports_every_seed_and_mean_and_std(tiny_data):
     assert summary["mean"] == pytest.approx(np.mean(accuracy))
     assert summary["std"] == pytest.approx(np.std(accuracy, ddof=1))
     assert summary["per_seed"] == {s: float(a) for s, a in zip((0, 1), accuracy)}
-    assert str(results).startswith(f"{100 * np.mean(accuracy):.1f} ± {100 * np.std(accuracy, ddof=1):.1f} %")
+    assert str(results).startswith(f"{100 * np.mean(accuracy):.1f} ± "
+                                   f"{100 * np.std(accuracy, ddof=1):.1f} %")
     single = fit(build_model(model_config, tiny_data, seed=1), tiny_data, dataclasses.replace(config, seed=1))
     assert single.test_accuracy == accuracy[1]  # seed s of fit_seeds is the run with seed s
     with pytest.raises(ValueError, match="distinct"):
@@ -286,7 +288,8 @@ def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_p
         np.testing.assert_array_equal(a, b)
 
     other = build_model(LAYER, ds, d_model=8, n_layers=1, state_size=8)
-    with pytest.raises(ValueError, match="does not fit this model .*d_model: checkpoint 16, model 8"):
+    with pytest.raises(ValueError, match="does not fit this model .*d_model: checkpoint 16, "
+                                         "model 8"):
         restore_checkpoint(tmp_path / "ckpt", other)
 
 
