@@ -300,12 +300,12 @@ def _leftover_note(path: pathlib.Path) -> str:
 def _write(directory: pathlib.Path, tree: dict, metadata: dict) -> None:
     """Write the arrays, then the metadata (last: a directory with metadata is complete)."""
     checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())  # synchronous: no thread
-    try:
-        with _quiet_orbax():  # a full disk: our caller reports the OSError, orbax need not log it
+    with _quiet_orbax():  # a full disk: our caller reports the OSError, orbax need not log it
+        try:
             for key, arrays in tree.items():
                 checkpointer.save(directory / key, arrays)
-    finally:
-        checkpointer.close()
+        finally:
+            checkpointer.close()
     (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
 
 
@@ -490,8 +490,8 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
         target["rng"] = rng
     restored = {}
     checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
-    try:
-        with _quiet_orbax():
+    with _quiet_orbax():
+        try:
             for key, pure in target.items():
                 abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), pure)
                 try:
@@ -502,8 +502,8 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
                     raise ValueError(f"could not read the {key} arrays of the checkpoint at "
                                      f"{str(path)!r} (corrupted or incomplete {key}/ folder?): "
                                      f"{first_line}") from error
-    finally:
-        checkpointer.close()
+        finally:
+            checkpointer.close()
     for key, owner, state in (("model", model, _model_state(model)),
                               ("optimizer", optimizer, optimizer and _optimizer_state(optimizer))):
         if key in restored:
