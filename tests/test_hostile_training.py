@@ -36,7 +36,8 @@ from annotated_ssm.checkpoint import (load_model, read_checkpoint_info, recover_
                                       save_checkpoint)
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
-from annotated_ssm.train import TrainingInterrupted, build_model, fit, fit_seeds, main
+from annotated_ssm.train import TrainingInterrupted, build_model, fit, fit_seeds
+from test_cli import run as cli  # main(argv) -> (exit status, stdout, stderr)
 
 LAYERS = ("s4", "dss", "s4d", "s5")
 TINY = dict(d_model=4, n_layers=1, state_size=4, step_min=0.01, step_max=1.0, dropout=0.1)
@@ -250,14 +251,6 @@ SMALL = ["--dataset", "digits", "--layer", "s4d", "--d-model", "4", "--n-layers"
          "--state-size", "4", "--step-max", "1",
          "--dropout", "0.1", "--batch-size", "10", "--epochs", "3", "--lr", "0.02", "--no-progress"]
 
-
-def cli(argv, capsys):
-    try:
-        status = main(argv)
-    except SystemExit as exit_:
-        status = exit_.code
-    out = capsys.readouterr()
-    return status, out.out, out.err
 
 
 CLI_DATA = dataclasses.replace(DATA, name="digits")  # the command checks the name on --resume
