@@ -84,11 +84,15 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def is_real_number(value: Any) -> bool:
+    """A Python or NumPy int or float scalar; not a bool (``True`` is an int in Python)."""
+    return (not isinstance(value, (bool, np.bool_))
+            and isinstance(value, (int, float, np.integer, np.floating)))
+
+
 def check_positive_real(name: str, value: Any) -> float:
     """Return a scalar ``value`` as float, or raise ValueError unless it is real, finite and > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
-        np.isfinite(value) and value > 0
-    ):
+    if not (is_real_number(value) and np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a real number, finite and > 0; got {value!r}.")
     return float(value)
 
@@ -100,7 +104,7 @@ def check_step_bounds(step_min: Any, step_max: Any, dtype=np.float32) -> tuple[f
     """
     info = np.finfo(dtype)
     for name, value in (("step_min", step_min), ("step_max", step_max)):
-        real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+        real = is_real_number(value)
         with np.errstate(over="ignore", under="ignore"):
             cast = np.asarray(value, dtype) if real else None
         if not (real and np.isfinite(value) and value > 0 and np.isfinite(cast) and cast >= info.tiny):

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.linalg
 
 from ._validation import (check_bool, check_choice, check_positive_finite, check_positive_int,
-                          check_step_bounds)
+                          check_step_bounds, is_real_number)
 from .discretize import discretize_dense, discretize_diagonal
 from .hippo import dplr_legs, legs, legs_basis
 from .kernels import naive_kernel, vandermonde_kernel
@@ -126,14 +126,9 @@ def legs_eigenvalues(N: int) -> np.ndarray:
 DIAGONAL_INIT_OPTIONS = ("real_part", "imag_scale", "random_real", "random_imag")
 
 
-def _is_real_number(value) -> bool:
-    return (not isinstance(value, (bool, np.bool_))
-            and isinstance(value, (int, float, np.integer, np.floating)))
-
-
 def check_init_options(init_options) -> dict:
-    """``init_options`` of a diagonal layer as a dict, or ValueError naming an unknown key
-    (the values are checked by :func:`diagonal_init`)."""
+    """``init_options`` of a diagonal layer as a dict, or ValueError naming an unknown key or
+    a flag that is not a bool (the other values are checked by :func:`diagonal_init`)."""
     if init_options is None:
         return {}
     if not isinstance(init_options, dict):
@@ -143,7 +138,11 @@ def check_init_options(init_options) -> dict:
     if unknown:
         raise ValueError(f"unknown init_options key {unknown[0]!r}; choose from: "
                          f"{', '.join(map(repr, DIAGONAL_INIT_OPTIONS))}.")
-    return dict(init_options)
+    options = dict(init_options)
+    for flag in ("random_real", "random_imag"):
+        if flag in options:  # read before diagonal_init runs (to draw per-channel keys)
+            options[flag] = check_bool(f"init_options[{flag!r}]", options[flag])
+    return options
 
 
 def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_scale: float = 1.0,
@@ -186,10 +185,10 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     N = check_positive_int("N", N)
     random_real = check_bool("random_real", random_real)
     random_imag = check_bool("random_imag", random_imag)
-    if not (_is_real_number(real_part) and np.isfinite(real_part) and real_part < 0):
+    if not (is_real_number(real_part) and np.isfinite(real_part) and real_part < 0):
         raise ValueError(f"real_part must be a real number, finite and < 0 (a stable SSM); "
                          f"got {real_part!r}.")
-    if not (_is_real_number(imag_scale) and np.isfinite(imag_scale) and imag_scale >= 0):
+    if not (is_real_number(imag_scale) and np.isfinite(imag_scale) and imag_scale >= 0):
         raise ValueError(f"imag_scale must be a real number, finite and >= 0; got {imag_scale!r}.")
     if (random_real or random_imag or name == "rand") and key is None:
         raise ValueError(f"key must be a jax.random key for name={name!r} with random_real={random_real}, "

@@ -84,9 +84,6 @@ class S4DLayer(ConvolutionalSSMLayer):
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         train_B = check_bool("train_B", train_B)
         options = check_init_options(init_options)
-        for flag in ("random_real", "random_imag"):
-            if flag in options:
-                options[flag] = check_bool(f"init_options[{flag!r}]", options[flag])
         random = init == "rand" or options.get("random_real") or options.get("random_imag")
         if random:  # a different random draw per channel, as in the reference implementation
             keys = jax.random.split(rngs.params(), H)
