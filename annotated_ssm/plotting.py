@@ -408,7 +408,8 @@ def figure4(inits: dict, N: int):
 
 # --- Chapter 7: S5 ----------------------------------------------------------------------
 
-__all__ += ["block_eigenvalues_figure", "scan_tree_figure", "scan_timing_figure", "irregular_sampling_figure"]
+__all__ += ["block_eigenvalues_figure", "scan_tree_figure", "scan_timing_figure",
+            "irregular_sampling_figure"]
 
 
 def block_eigenvalues_figure(spectra: dict, *, title: str | None = None):
@@ -453,8 +454,10 @@ def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | Non
     rows = [list(held)]
     for level in levels:
         for left, right in level:
-            if left[1] + 1 != right[0] or right[1] >= length or left[0] > left[1] or right[0] > right[1]:
-                raise ValueError(f"cannot combine the ranges {tuple(left)} and {tuple(right)} of {length} elements")
+            if (left[1] + 1 != right[0] or right[1] >= length or left[0] > left[1]
+                    or right[0] > right[1]):
+                raise ValueError(f"cannot combine the ranges {tuple(left)} and {tuple(right)} "
+                                 f"of {length} elements")
             held[right[1]] = (left[0], right[1])
         rows.append(list(held))
     labels = ["inputs"] + list(level_labels or [f"level {k + 1}" for k in range(len(levels))])
@@ -462,13 +465,15 @@ def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | Non
         raise ValueError(f"{len(levels)} levels but {len(labels) - 1} level labels")
     blue, grey = "C0", "0.6"
     with page_style():
-        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 0.75 * len(rows) + 1.0), layout=_page_layout())
+        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 0.75 * len(rows) + 1.0),
+                               layout=_page_layout())
         for r, row in enumerate(rows):
             changed = {right[1]: left[1] for left, right in levels[r - 1]} if r else {}
             for i, (first, last) in enumerate(row):
                 text = f"{first}" if first == last else f"{first}–{last}"
                 new = i in changed
-                ax.text(i, -r, text, ha="center", va="center", fontsize=12, color="k" if new or not r else "0.45",
+                ax.text(i, -r, text, ha="center", va="center", fontsize=12,
+                        color="k" if new or not r else "0.45",
                         bbox=dict(boxstyle="round,pad=0.3", fc="#cfe2f3" if new else "white",
                                   ec=blue if new else grey, lw=1.2 if new else 0.8))
                 if not r:
@@ -476,8 +481,9 @@ def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | Non
                 arrows = [(i, grey, 0.8)] if not new else [(i, blue, 1.3), (changed[i], blue, 1.3)]
                 for source, color, width in arrows:
                     ax.annotate("", xy=(i, -r), xytext=(source, -(r - 1)),
-                                arrowprops=dict(arrowstyle="-|>" if color == blue else "-", color=color, lw=width,
-                                                shrinkA=11, shrinkB=11, mutation_scale=12))
+                                arrowprops=dict(arrowstyle="-|>" if color == blue else "-",
+                                                color=color, lw=width, shrinkA=11, shrinkB=11,
+                                                mutation_scale=12))
         ax.set_xlim(-0.6, length - 0.4)
         ax.set_ylim(-(len(rows) - 1) - 0.5, 0.5)
         ax.set_yticks([-r for r in range(len(rows))], labels)

@@ -28,7 +28,8 @@ PAGE = """<!doctype html>
 <body><main><article class="bd-article" style="padding: 0 16px">
 <p>A page made to fail.</p>
 <table id="bare" style="width: 800px"><tr><td>wide and cut off on a phone</td></tr></table>
-<div style="overflow-x: auto"><table style="width: 800px"><tr><td>wide, scrolls</td></tr></table></div>
+<div style="overflow-x: auto">
+<table style="width: 800px"><tr><td>wide, scrolls</td></tr></table></div>
 <pre style="width: 300px; overflow: auto">{line}</pre>
 </article></main></body></html>
 """
@@ -53,7 +54,8 @@ def test_a_broken_page_fails(tmp_path, capsys):
     assert _check_site().main(["--site", str(tmp_path), "--chromium", CHROMIUM]) == 1
     out = capsys.readouterr().out
     assert "1280 px: code block scrolls sideways" in out
-    assert "400 px: table \"wide and cut off on a phone\" (800 px wide) cut off by the screen's edge" in out
+    assert ('400 px: table "wide and cut off on a phone" (800 px wide) cut off by the screen\'s '
+            "edge") in out
     assert "wide, scrolls" not in out
     assert "400 px: no ☰ button" in out
     assert "1 pages, 1 with problems" in out

@@ -16,24 +16,10 @@ from matplotlib.colors import to_rgba
 from PIL import Image
 
 from annotated_ssm import static_explorer, widgets
+from test_widgets import EXPLORERS  # the explorers as test_widgets builds them
 
 #: How far (0-255, per channel) a decoded pixel may be from a drawn colour.
 TOLERANCE = 2
-
-
-def _signal(t):
-    return np.sin(t) + 0.5 * np.cos(3.1 * t)
-
-
-EXPLORERS = {
-    "eigenvalue": widgets.eigenvalue_explorer,
-    "hippo": lambda: widgets.hippo_explorer(_signal),
-    "discretization": lambda: widgets.discretization_explorer(
-        -0.3 + 1j * np.pi * np.arange(4), np.ones(4), np.ones(4)),
-    "s4d": widgets.s4d_explorer,
-    "figure3": widgets.figure3_explorer,
-    "s5": widgets.s5_explorer,
-}
 
 #: Two or three values per grid control, the explorer's default among them: enough to
 #: see a control act or do nothing.
@@ -73,7 +59,7 @@ def test_static_frame_keeps_every_legend_colour(name):
     three impulse responses in merged ones."""
     explorer = EXPLORERS[name]()
     explorer.grid = {}  # one grid point: the default frame
-    png = explorer.frames()[1][0]
+    png = explorer.frames().images[0]
     fig = explorer.figure()
     handles = [h for ax in fig.axes if ax.get_legend() for h in ax.get_legend().legend_handles]
     colors = np.unique([_over_white(h.get_color(), h.get_alpha()) for h in handles], axis=0)
@@ -85,8 +71,8 @@ def test_static_frame_keeps_s5_block_colours():
     """S5's eigenvalues are coloured by block: with J = 8 the frame shows all 8 colours."""
     explorer = EXPLORERS["s5"]()
     explorer.grid = {"J": [4, 8]}  # the default J = 4 must be on the grid
-    images, frames = explorer.frames()[1:3]
-    png = images[frames[1]]
+    static = explorer.frames()
+    png = static.images[static.frames[1]]
     points = explorer.figure(J=8).axes[0].collections[-1]
     colors = np.unique([_over_white(c) for c in points.get_facecolor()], axis=0)
     assert len(colors) == 8

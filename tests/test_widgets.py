@@ -147,7 +147,7 @@ def test_full_static_page_size():
     explorer = EXPLORERS["discretization"]()
     html = explorer.static_html()
     assert len(html.encode()) <= MAX_STATIC_BYTES
-    assert html.count("data:image/png;base64,") == 1 + len(explorer.frames()[1])
+    assert html.count("data:image/png;base64,") == 1 + len(explorer.frames().images)
 
 
 def test_frames_follow_the_grid_order():

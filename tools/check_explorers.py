@@ -21,15 +21,15 @@ Needs Chromium (Debian: apt-get install chromium; or --chromium PATH) and node.
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import tempfile
-import threading
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from check_site import serve  # noqa: E402  (tools/ is not a package)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKER = 'class="annotated-ssm-explorer"'
@@ -161,19 +161,6 @@ async function enable(controls, k) {
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(2); });
 """
-
-
-def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
-    """A quiet static file server for ``folder`` on a free localhost port, in a thread."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def explorer_pages(site: pathlib.Path) -> list[str]:

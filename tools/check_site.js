@@ -6,11 +6,11 @@
 //          "shots": "folder or null", "figure_pages": [...], "headings_page": "..."}.
 // Prints one JSON object per page. On a 1280 px desktop: MathJax errors, console errors and
 // exceptions, requests that tried to leave localhost (blocked: the check runs offline),
-// horizontal overflow, code or output blocks that scroll sideways (also at 1920 px). On a 400 px phone (touch):
-// what is cut off (wider than the screen or than a box that clips it, and not inside a box
-// of its own that scrolls sideways); whether tapping ☰ opens the site's navigation and
-// tapping Contents the page's table of contents. At both widths, whether the two buttons do
-// what they should.
+// horizontal overflow, code or output blocks that scroll sideways (also at 1920 px). On a
+// 400 px phone (touch): what is cut off (wider than the screen or than a box that clips it,
+// and not inside a box of its own that scrolls sideways); whether tapping ☰ opens the site's
+// navigation and tapping Contents the page's table of contents. At both widths, whether the
+// two buttons do what they should.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -93,8 +93,11 @@ function cutOff() {
   const describe = (element) => {
     const math = element.closest("mjx-container");
     let what = element.tagName.toLowerCase();
-    if (math) what = math.getAttribute("display") === "true" ? "display equation" : "inline equation";
-    else if (element.closest(".cell_output")) what = `output ${what}`;
+    if (math) {
+      what = math.getAttribute("display") === "true" ? "display equation" : "inline equation";
+    } else if (element.closest(".cell_output")) {
+      what = `output ${what}`;
+    }
     const text = (element.textContent || element.getAttribute("src") || "").replace(/\s+/g, " ");
     return `${what} "${text.trim().slice(0, 50)}"`;
   };
@@ -103,7 +106,8 @@ function cutOff() {
     let box = element.getBoundingClientRect();
     if (box.width === 0 || box.height === 0) continue;  // not shown (a closed toggle)
     const own = getComputedStyle(element);
-    if (!scrolls(own) && own.overflowX !== "visible" && element.scrollWidth > element.clientWidth + 1) {
+    if (!scrolls(own) && own.overflowX !== "visible" &&
+      element.scrollWidth > element.clientWidth + 1) {
       found.push(`${describe(element)} cut off by its own box (${element.scrollWidth} px in ` +
         `${element.clientWidth} px)`);
       continue;

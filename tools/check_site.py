@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             # A redirect has nothing to read: the page it leads to is checked instead.
             redirects[page] = target
-            if (args.site / target).exists() and target not in chosen:
+            if (args.site / target).exists():
                 chosen.append(target)
-    chosen = list(dict.fromkeys(chosen))
+    chosen = list(dict.fromkeys(chosen))  # a page reached directly and by a redirect: once
     chapters = [page for page in chosen if page.startswith("book/0")]
     config = {
         "base": f"http://127.0.0.1:{server.server_port}/",
