@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import glob
 import json
 import logging
 import os
@@ -42,6 +43,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import weakref
 from typing import Any
 
 import jax
@@ -62,18 +64,18 @@ ARRAYS = ("model", "optimizer", "rng")  # one orbax directory each
 FORMAT = "annotated_ssm checkpoint"
 FORMAT_VERSION = 1
 RANDOM_SUFFIX = 8  # tempfile.mkdtemp's random characters
-_stale_optimizers: dict[int, Any] = {}  # id -> optimiser whose model fit gave other weights
+_stale_optimizers = weakref.WeakSet()  # optimisers whose model fit gave other weights
 
 
 def mark_stale(optimizer: nnx.Optimizer) -> None:
     """Record that ``optimizer``'s model no longer holds the weights its state belongs to
     (``fit`` with ``keep_best`` put the best epoch's weights back): saving or training the
     pair together is refused, since it could never resume exactly."""
-    _stale_optimizers[id(optimizer)] = optimizer
+    _stale_optimizers.add(optimizer)
 
 
 def is_stale(optimizer: nnx.Optimizer | None) -> bool:
-    return optimizer is not None and _stale_optimizers.get(id(optimizer)) is optimizer
+    return optimizer is not None and optimizer in _stale_optimizers
 
 
 def _model_state(model: nnx.Module):
@@ -249,7 +251,7 @@ def _leftovers(path: pathlib.Path, kind: str) -> list[pathlib.Path]:
     if not path.parent.is_dir():
         return []
     found = []
-    for sibling in path.parent.glob(f".{glob_escape(path.name)}.{kind}-*"):
+    for sibling in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
         pid, sep, rest = sibling.name[len(f".{path.name}.{kind}-"):].partition("-")
         well_named = sep and pid.isdigit() and len(rest) == RANDOM_SUFFIX
         if not well_named or not sibling.is_dir() or sibling.is_symlink():
@@ -261,10 +263,6 @@ def _leftovers(path: pathlib.Path, kind: str) -> list[pathlib.Path]:
         if ours and (METADATA_FILE not in names or _is_own_checkpoint(sibling)):
             found.append(sibling)
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def recover_checkpoint(path: str | os.PathLike) -> pathlib.Path | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_choice, default_float_dtype
+from ._validation import check_choice, check_step_bounds
 from .layers import LAYERS
 
 __all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "MAX_SEED", "check_seed"]
@@ -53,18 +53,6 @@ def check_seed(name: str, value: Any) -> int:
         value = int(value)
     _check_int(name, value, 0, MAX_SEED)
     return value
-
-
-def _check_step_size(name: str, value: float) -> None:
-    """A step size must be a finite normal number in the float dtype the layers compute in
-    (float32 unless jax_enable_x64): 1e-50 is 0 there (log Δ = -inf) and 1e39 is inf."""
-    dtype = default_float_dtype()
-    info = np.finfo(dtype)
-    with np.errstate(over="ignore", under="ignore"):
-        cast = dtype.type(value)
-    if not (np.isfinite(cast) and cast >= info.tiny):
-        raise ValueError(f"{name}={value!r} is {cast} in {dtype.name}, the dtype the layers "
-                         f"compute in; it must be in [{info.tiny:.3g}, {info.max:.3g}].")
 
 
 def _check_real(name: str, value: Any, low: float, high: float, *, closed_high: bool = True,
@@ -119,11 +107,11 @@ class ModelConfig:
         for name in ("step_min", "step_max"):
             if getattr(self, name) is not None:
                 _check_real(name, getattr(self, name), 0.0, math.inf, open_low=True)
-                _check_step_size(name, getattr(self, name))
-        both = self.step_min is not None and self.step_max is not None
-        if both and self.step_min > self.step_max:
-            raise ValueError(f"step_min must be <= step_max; got step_min={self.step_min}, "
-                             f"step_max={self.step_max}.")
+        # The layers' own check (normal in float32, where log Δ is stored; step_min <=
+        # step_max), now: a bound left to the layer's default stands in as float32's widest.
+        f32 = np.finfo(np.float32)
+        check_step_bounds(f32.tiny if self.step_min is None else self.step_min,
+                          f32.max if self.step_max is None else self.step_max)
         if not isinstance(self.layer_options, dict) or not all(
                 isinstance(key, str) and key.isidentifier() for key in self.layer_options):
             raise ValueError("layer_options must be a dict with identifier keys; got "

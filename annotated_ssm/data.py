@@ -34,9 +34,8 @@ from typing import Callable, Iterator
 import numpy as np
 import pooch
 
-from ._validation import check_choice, check_positive_int, computation_dtypes, default_float_dtype
-
-MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
+from ._validation import check_choice, check_positive_int, computation_dtypes
+from .config import check_seed
 
 __all__ = [
     "Dataset",
@@ -112,9 +111,7 @@ def _check_inputs(name: str, x) -> None:
     if x.ndim != 3 or 0 in x.shape:
         raise ValueError(f"{name} must have shape (samples, length, channels), each >= 1; got "
                          f"shape {x.shape}.")
-    dtype = computation_dtypes(name, x)[0]
-    if dtype.itemsize > default_float_dtype().itemsize:  # float64 becomes float32 without x64
-        dtype = default_float_dtype()
+    dtype = computation_dtypes(name, x)[0]  # float64 is float32 without jax_enable_x64
     with np.errstate(over="ignore", invalid="ignore"):
         finite = np.isfinite(x.astype(dtype, copy=False))
     if not finite.all():
@@ -174,13 +171,6 @@ def check_dataset(dataset: "Dataset") -> None:
     if dataset.y_train.shape[2] != dataset.y_test.shape[2]:
         raise ValueError("y_train and y_test must have the same number of targets per step; got "
                          f"shapes {dataset.y_train.shape} and {dataset.y_test.shape}.")
-
-
-def _check_seed(name: str, seed) -> int:
-    integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
-    if not integer or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {seed!r}.")
-    return int(seed)
 
 
 def _check_fraction(name: str, value, n: int) -> float:
@@ -246,7 +236,7 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
     ``max_translation=1, shear_scale=0`` for digits that stay in place and keep their shape.
     """
     num_samples = check_positive_int("num_samples", num_samples, minimum=10)
-    data = _mnist1d_arrays(num_samples, _check_seed("seed", seed), options)
+    data = _mnist1d_arrays(num_samples, check_seed("seed", seed), options)
     return Dataset(
         "mnist1d",
         data["x"][..., None].astype(np.float32),
@@ -260,7 +250,7 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
 
 def _digit_pixels(seed: int, test_fraction: float):
     """scikit-learn's 1797 8x8 digits, pixels in [0, 1], split with a seeded permutation."""
-    seed = _check_seed("seed", seed)
+    seed = check_seed("seed", seed)
     digits = _book_module("sklearn.datasets", "the digits data set").load_digits()
     test_fraction = _check_fraction("test_fraction", test_fraction, len(digits.images))
     pixels = (digits.images.reshape(len(digits.images), 64) / 16.0).astype(np.float32)

@@ -407,6 +407,21 @@ def _config_differences(stored: dict | None, config: TrainConfig) -> list[str]:
             if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != ours[k]]
 
 
+def _saved_training_state(folder: pathlib.Path) -> tuple[dict, dict]:
+    """(metadata, training state) of the run saved in ``folder/last``, after recovering a
+    save that crashed between its two renames; ValueError if ``fit`` did not save it."""
+    recover_checkpoint(folder / LAST)
+    if not (folder / LAST).exists():
+        raise ValueError(f"there is no run to resume in {str(folder)!r} (it holds no {LAST!r} "
+                         "checkpoint); start the run without resume_from / --resume.")
+    info = read_checkpoint_info(folder / LAST)
+    state = info.get("training_state")
+    if not isinstance(state, dict) or "history" not in state:
+        raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
+                         "fit); resume from a run folder that fit or the command line saved to.")
+    return info, state
+
+
 class _Run:
     """Where ``fit`` is: history, best score, this epoch's losses; saves and restores them.
 
@@ -465,12 +480,7 @@ class _Run:
     def resume(self, folder: pathlib.Path, model, optimizer, dataset: Dataset) -> int:
         """Restore model, optimiser, dropout streams and progress from ``folder/last``;
         return the step to continue from."""
-        recover_checkpoint(folder / LAST)  # a save that crashed between its two renames
-        info = read_checkpoint_info(folder / LAST)
-        state = info.get("training_state")
-        if not isinstance(state, dict) or "history" not in state:
-            raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
-                             "fit); resume_from must be a run folder that fit saved to.")
+        info, state = _saved_training_state(folder)
         differ = _config_differences(info.get("train_config"), self.config)
         if differ:
             raise ValueError(f"the run in {str(folder)!r} was trained with another TrainConfig "
@@ -925,18 +935,9 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     if checkpoint is None:
         return
     path = check_run_folder(checkpoint, resume=resume)
-    try:
-        json.dumps(dataclasses.asdict(config))
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"the training configuration cannot be stored as JSON: {error}") from error
     if not resume:
         return
-    recover_checkpoint(path / LAST)
-    info = read_checkpoint_info(path / LAST)
-    state = info.get("training_state")
-    if not isinstance(state, dict) or "dataset" not in state:
-        raise ValueError(f"{str(path / LAST)!r} holds no training state to resume (not saved by a "
-                         "training run).")
+    info, state = _saved_training_state(path)
     differ = _config_differences(info.get("train_config"), config)
     ours = {"layer": model_config.layer, **model_config.model_kwargs(task)}
     from_data = ("d_input", "model", "n_classes", "d_output")

@@ -127,8 +127,10 @@ def test_a_diverged_run_names_the_step_and_keeps_the_good_checkpoint(tmp_path, c
     good = build_model(ModelConfig(layer="s4d", d_model=8, n_layers=1, state_size=4), tiny_digits)
     path = save_checkpoint(tmp_path / "last", good)  # as if an earlier run had saved it
     before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
-    # lr 1e30: the weights are huge after one step, the second step's loss is NaN
-    argv = [*SMALL, "--dataset", "digits", "--lr", "1e30", "--warmup-fraction", "0"]
+    # lr 1e30: the weights are huge after one step, the second step's loss is NaN; a save is
+    # due after it, and is refused (the losses are checked before every save)
+    argv = [*SMALL, "--dataset", "digits", "--lr", "1e30", "--warmup-fraction", "0",
+            "--save-every-steps", "2"]
     status, out, err = run([*argv, "--checkpoint", str(tmp_path)], capsys)
     assert status == 1 and err.count("\n") == 1
     assert err.startswith("error: the training loss became nan at step 2 (epoch 1); training "
