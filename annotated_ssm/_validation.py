@@ -18,27 +18,42 @@ def is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+def _all_on_device(predicate, x) -> bool:
+    """``predicate(x).all()`` for a concrete jax.Array, reduced where x lives: one bool comes
+    back to the host, not the array. (Eagerly even inside a trace, where a concrete array
+    met as a constant would otherwise become a tracer.)"""
+    with jax.ensure_compile_time_eval():
+        return bool(predicate(x).all())
+
+
 def check_finite(name: str, x: Any) -> None:
-    """Raise ValueError if a concrete ``x`` has a NaN or infinite entry."""
-    if is_concrete(x):
-        values = np.asarray(x)
-        if not np.all(np.isfinite(values)):
-            bad = np.size(values) - np.count_nonzero(np.isfinite(values))
-            raise ValueError(f"{name} must be finite; got {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or inf).")
+    """Raise ValueError if a concrete ``x`` has a NaN or infinite entry.
+
+    Host input (NumPy, Python) is checked on the host, a jax.Array on its device; tracers
+    (under jit, grad, vmap) are skipped: their values do not exist yet."""
+    if not is_concrete(x) or (isinstance(x, jax.Array) and _all_on_device(jax.numpy.isfinite, x)):
+        return
+    values = np.asarray(x)
+    if not np.all(np.isfinite(values)):
+        bad = np.size(values) - np.count_nonzero(np.isfinite(values))
+        raise ValueError(f"{name} must be finite; got {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or inf).")
 
 
 def check_positive_finite(name: str, x: Any) -> None:
-    """Raise ValueError unless every entry of a concrete ``x`` is finite and > 0."""
+    """Raise ValueError unless every entry of a concrete ``x`` is real, finite and > 0."""
     check_finite(name, x)
-    if is_concrete(x):
-        values = np.asarray(x)
-        if np.iscomplexobj(values):
-            raise ValueError(
-                f"{name} must be real, finite and > 0; got a complex array (dtype {values.dtype}). "
-                f"Pass the real step sizes (e.g. jnp.real or exp of a real log-step)."
-            )
-        if not np.all(values > 0):
-            raise ValueError(f"{name} must be real, finite and > 0; got {values.min()} (its smallest entry).")
+    if not is_concrete(x):
+        return
+    if np.iscomplexobj(x):
+        raise ValueError(
+            f"{name} must be real, finite and > 0; got a complex array (dtype {np.result_type(x)}). "
+            f"Pass the real step sizes (e.g. jnp.real or exp of a real log-step)."
+        )
+    if isinstance(x, jax.Array) and _all_on_device(lambda v: v > 0, x):
+        return
+    values = np.asarray(x)
+    if not np.all(values > 0):
+        raise ValueError(f"{name} must be real, finite and > 0; got {values.min()} (its smallest entry).")
 
 
 def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> None:
@@ -172,12 +187,15 @@ def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...], *,
     """Raise ValueError naming the first non-finite entry of a concrete ``x`` by its position.
 
     ``axis_names`` names x's axes from the last one backwards, e.g. ("batch", "time",
-    "channel") for (B, L, H); a 2-D x uses the last two. Skipped for tracers (under jit,
-    grad, vmap): looking at the values would need a device-to-host copy inside the trace.
+    "channel") for (B, L, H); a 2-D x uses the last two. A jax.Array is reduced on its
+    device (one bool comes back; the array is copied only to name a bad entry). Skipped
+    for tracers (under jit, grad, vmap): their values do not exist yet.
     ``original``: the values before a cast to x's dtype, named in the message where the
     cast made a finite entry non-finite (1e39 is inf in float32).
     """
     if not is_concrete(x):
+        return
+    if isinstance(x, jax.Array) and _all_on_device(jax.numpy.isfinite, x):
         return
     values = np.asarray(x)
     finite = np.isfinite(values)

@@ -20,8 +20,7 @@ import numpy as np
 
 from ._validation import check_choice, check_finite, check_positive_finite, check_square
 
-__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "diagonal_formulas",
-           "dplr_bilinear", "expm"]
+__all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "dplr_bilinear", "expm"]
 
 #: The discretisation methods of the package; the layers offer these same names.
 METHODS = ("euler", "bilinear", "zoh")
@@ -52,6 +51,7 @@ def discretize(A, B, step, method: Method = "zoh", *, diagonal: bool | None = No
 
 
 def _check_common(A, B, step, method):
+    """Values are looked at only for host inputs (NumPy, Python): see _validation."""
     check_choice("method", method, METHODS)
     check_finite("A", A)
     check_finite("B", B)
@@ -77,16 +77,12 @@ def discretize_diagonal(A, B, step, method: Method = "zoh"):
             f"A, B and step must broadcast together for a diagonal SSM; got shapes "
             f"A {np.shape(A)}, B {np.shape(B)}, step {np.shape(step)}."
         ) from None
-    return diagonal_formulas(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
+    return _discretize_diagonal(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
 
 
-def diagonal_formulas(A, B, step, method: Method = "zoh"):
-    """The formulas of :func:`discretize_diagonal`, without its input checks.
-
-    For callers that have validated their arguments already (the layers, whose parameters
-    are checked once at construction): no value of a possibly device-resident array is
-    inspected here, so it costs nothing on an eager call.
-    """
+def _discretize_diagonal(A, B, step, method: Method = "zoh"):
+    """The formulas of :func:`discretize_diagonal` (its arguments checked there; the layers,
+    whose parameters are checked when they are built, call this directly)."""
     dtA = step * A
     if method == "euler":
         return 1 + dtA, step * B
@@ -130,7 +126,13 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
             f"step must be a scalar or broadcast against A's batch shape {np.shape(A)[:-2]} "
             f"(one step per matrix); got shape {np.shape(step)}."
         ) from None
-    A, B, step = jnp.asarray(A), jnp.asarray(B), jnp.asarray(step)
+    return _discretize_dense(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
+
+
+def _discretize_dense(A, B, step, method: Method = "zoh"):
+    """The formulas of :func:`discretize_dense` (its arguments checked there)."""
+    N = A.shape[-1]
+    vector_B = B.ndim in (1, A.ndim - 1)
     Bm = B[..., None] if vector_B else B
     dt = step[..., None, None]
     eye = jnp.eye(N, dtype=A.dtype)

@@ -7,14 +7,13 @@ convolution, and the fast structured kernels of the later chapters.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_choice, check_finite, check_ndim, check_positive_finite, check_positive_int
-from .discretize import METHODS, diagonal_formulas
+from ._validation import (check_bool, check_choice, check_finite, check_ndim, check_positive_finite,
+                          check_positive_int, is_concrete)
+from .discretize import METHODS, _discretize_diagonal
 
 __all__ = [
     "naive_kernel",
@@ -31,50 +30,12 @@ __all__ = [
 ]
 
 
-# --- input checks, kept apart from the algorithms -----------------------------------------
+# --- input checks ---------------------------------------------------------------------------
 #
-# Every public kernel below is an algorithm decorated with ``@_checked_by(_check_…)``: the
-# named check runs first, on the arguments as given, then the algorithm. The checks look at
-# shapes, lengths and flags, which are known even under jit; they look at values only for
-# host inputs (NumPy arrays and Python numbers, what a reader passes by hand), never at a
-# jax.Array: a layer's parameters live on the device, and inspecting them would copy them
-# to the host on every eager call. The algorithms themselves never inspect values.
-# ``inspect.getsource(s4_kernel)`` shows the algorithm (it follows ``__wrapped__``), and
-# ``s4_kernel.__wrapped__`` is the algorithm without its checks.
-
-
-def _checked_by(check):
-    """Decorator: call ``check(*args, **kwargs)`` (raises ValueError), then the algorithm."""
-
-    def decorate(algorithm):
-        @functools.wraps(algorithm)
-        def checked(*args, **kwargs):
-            check(*args, **kwargs)
-            return algorithm(*args, **kwargs)
-
-        return checked
-
-    return decorate
-
-
-def _is_host(x) -> bool:
-    """A NumPy array or Python number (cheap to look at), not a jax.Array or tracer."""
-    return not isinstance(x, jax.Array)
-
-
-def _check_host_finite(name, x):
-    if _is_host(x):
-        check_finite(name, x)
-
-
-def _check_host_step(name, x):
-    if _is_host(x):
-        check_positive_finite(name, x)
-
-
-def _check_flag(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False; got {value!r}.")
+# One convention: a public kernel checks its arguments (``_check_<name>``) and calls its
+# private algorithm (``_<name>``); the layers, whose parameters are checked when they are
+# built, call the algorithms directly. Shapes, lengths and flags are checked even under
+# jit; values only of concrete inputs (a jax.Array on its device: see _validation).
 
 
 def _check_time_axes(u, **kernels) -> None:
@@ -89,14 +50,6 @@ def _check_time_axes(u, **kernels) -> None:
         if np.shape(u)[-1] != np.shape(K)[-1]:
             raise ValueError(f"u and {name} must have the same length on their last axis; got u "
                              f"{np.shape(u)} and {name} {np.shape(K)}.")
-
-
-def _check_causal_conv(u, K):
-    _check_time_axes(u, K=K)
-
-
-def _check_bidirectional_conv(u, K_forward, K_backward):
-    _check_time_axes(u, K_forward=K_forward, K_backward=K_backward)
 
 
 def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
@@ -141,7 +94,6 @@ def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np
     return K
 
 
-@_checked_by(_check_causal_conv)
 def causal_conv(u, K):
     """Causal convolution ``y_ℓ = Σ_{j ≤ ℓ} K_j u_{ℓ-j}`` with FFTs.
 
@@ -155,6 +107,12 @@ def causal_conv(u, K):
     Returns:
         (..., L) real, the broadcast shape of u and K.
     """
+    _check_time_axes(u, K=K)
+    return _causal_conv(u, K)
+
+
+def _causal_conv(u, K):
+    """The algorithm of :func:`causal_conv` (its arguments checked there)."""
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     U = jnp.fft.rfft(u, n=n, axis=-1)
@@ -162,7 +120,6 @@ def causal_conv(u, K):
     return jnp.fft.irfft(U * Kf, n=n, axis=-1)[..., :L]
 
 
-@_checked_by(_check_bidirectional_conv)
 def bidirectional_conv(u, K_forward, K_backward):
     """Two convolutions, one forward and one backward in time, with a single pair of FFTs:
     ``y_ℓ = Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``.
@@ -179,6 +136,12 @@ def bidirectional_conv(u, K_forward, K_backward):
     Returns:
         (..., L) real, the broadcast shape of u and the kernels.
     """
+    _check_time_axes(u, K_forward=K_forward, K_backward=K_backward)
+    return _bidirectional_conv(u, K_forward, K_backward)
+
+
+def _bidirectional_conv(u, K_forward, K_backward):
+    """The algorithm of :func:`bidirectional_conv` (its arguments checked there)."""
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     K_forward, K_backward = jnp.broadcast_arrays(jnp.asarray(K_forward), jnp.asarray(K_backward))
@@ -236,10 +199,17 @@ def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
     Returns:
         (..., F) complex.
     """
-    v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
-    if imaginary and jnp.iscomplexobj(z):  # a dtype, known while tracing: free to check
+    check_bool("conjugate", conjugate)
+    check_bool("imaginary", imaginary)
+    if imaginary and np.iscomplexobj(z):  # a dtype, known while tracing: free to check
         raise ValueError(f"z must hold the real numbers y of the points iy when imaginary=True; "
-                         f"got dtype {z.dtype} (pass z.imag, or imaginary=False).")
+                         f"got dtype {np.result_type(z)} (pass z.imag, or imaginary=False).")
+    return _cauchy(v, z, lambd, conjugate=conjugate, imaginary=imaginary)
+
+
+def _cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
+    """The algorithm of :func:`cauchy` (its arguments checked there)."""
+    v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
     if imaginary and not conjugate:
         z, imaginary = 1j * z, False
     if not conjugate:
@@ -308,7 +278,7 @@ def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, 
     check_positive_int("L", L)
     if chunk_size is not None:
         check_positive_int("chunk_size", chunk_size)
-    _check_flag("conjugate", conjugate)
+    check_bool("conjugate", conjugate)
     named = {"Lambda": Lambda, "P": P, "Q": P if Q is None else Q, "B": B, "C_tilde": C_tilde}
     for name, a in named.items():
         if np.ndim(a) < 1:
@@ -320,11 +290,10 @@ def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, 
                 f"{name} must have M = {M} states on its last axis (from Lambda's shape "
                 f"{np.shape(Lambda)}); got shape {np.shape(a)}."
             )
-        _check_host_finite(name, a)
-    _check_host_step("step", step)
+        check_finite(name, a)
+    check_positive_finite("step", step)
 
 
-@_checked_by(_check_s4_kernel)
 def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
               chunk_size: int | None = None):
     """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4.
@@ -364,6 +333,13 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
         (..., L): real (``conjugate``) or complex. The batch shape is that of all inputs
         broadcast together.
     """
+    _check_s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
+    return _s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
+
+
+def _s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
+              chunk_size: int | None = None):
+    """The algorithm of :func:`s4_kernel` (its arguments checked there)."""
     Q = P if Q is None else Q
     arrays = [jnp.asarray(a) for a in (Lambda, P, Q, B, C_tilde)]
     Lambda, P, Q, B, C_tilde = arrays
@@ -385,7 +361,7 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
     def generating_function(tan):
         """K̂ at the nodes with the given tan(πj/L), shape (F,) -> (..., F)."""
         # g = i · scale · tan: the nodes lie on the imaginary axis.
-        k = cauchy(weights, scale * tan, poles, conjugate=conjugate, imaginary=True)  # (..., 4, F)
+        k = _cauchy(weights, scale * tan, poles, conjugate=conjugate, imaginary=True)  # (..., 4, F)
         k00, k01, k10, k11 = k[..., 0, :], k[..., 1, :], k[..., 2, :], k[..., 3, :]
         c = 1 + 1j * tan  # 2/(1 + ω)
         return c * (k00 - k01 * k10 / (1 + k11))
@@ -465,10 +441,10 @@ def _check_dss_coefficients(Lambda, W, step, L, variant="exp", *, eps=1e-10):
             f"W must have shape (..., H, N/2) = (..., {H}, {half}) (from step and Lambda); "
             f"got shape {np.shape(W)}."
         )
-    _check_host_finite("Lambda", Lambda)
-    _check_host_finite("W", W)
-    _check_host_step("step", step)
-    if variant == "exp" and _is_host(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
+    check_finite("Lambda", Lambda)
+    check_finite("W", W)
+    check_positive_finite("step", step)
+    if variant == "exp" and is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
         raise ValueError(
             "Lambda must have real parts <= 0 for variant 'exp' (e^{λΔℓ} would grow without bound); "
             f"got max Re(Lambda) = {np.max(np.real(np.asarray(Lambda))):.3g}. Use variant='softmax' for "
@@ -482,7 +458,6 @@ def _check_dss_kernel(Lambda, W, step, L, variant="exp", *, eps=1e-10, chunk=Non
         check_positive_int("chunk", chunk)
 
 
-@_checked_by(_check_dss_coefficients)
 def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
     """The per-state weights and time shifts of a DSS kernel:
     ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
@@ -516,6 +491,12 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
         shift: (H, N/2) real, the s_n above (0 or L-1).
         dtLambda: (H, N/2) complex, λ_n Δ.
     """
+    _check_dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+    return _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+
+
+def _dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
+    """The algorithm of :func:`dss_coefficients` (its arguments checked there)."""
     Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
     H = step.shape[0]
     Lambda = jnp.broadcast_to(Lambda, (H, Lambda.shape[-1]))
@@ -535,7 +516,6 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
     return coef, shift, dtLambda
 
 
-@_checked_by(_check_dss_kernel)
 def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
                chunk: int | None = None):
     """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
@@ -562,8 +542,14 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     Returns:
         (..., H, L) real, float32 for float32/complex64 inputs.
     """
-    # The inputs were checked on the way in (dss_kernel's own check): the bare algorithm.
-    coef, shift, dtLambda = dss_coefficients.__wrapped__(Lambda, W, step, L, variant, eps=eps)
+    _check_dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
+    return _dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
+
+
+def _dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
+               chunk: int | None = None):
+    """The algorithm of :func:`dss_kernel` (its arguments checked there)."""
+    coef, shift, dtLambda = _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
     H, half = dtLambda.shape
     if chunk is None:
         chunk = L if H * half * L <= _DSS_MAX_ENTRIES else max(1, _DSS_MAX_ENTRIES // (H * half))
@@ -596,7 +582,7 @@ def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True,
     check_positive_int("max_elements", max_elements)
     if block_size is not None:
         check_positive_int("block_size", block_size)
-    _check_flag("conjugate", conjugate)
+    check_bool("conjugate", conjugate)
     check_choice("method", method, METHODS)
     check_ndim("A", A, range(1, 33), "(..., N), a state axis last")
     try:
@@ -607,11 +593,10 @@ def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True,
             f"C {np.shape(C)}, step {np.shape(step)}."
         ) from None
     for name, value in (("A", A), ("B", B), ("C", C)):
-        _check_host_finite(name, value)
-    _check_host_step("step", step)
+        check_finite(name, value)
+    check_positive_finite("step", step)
 
 
-@_checked_by(_check_vandermonde_kernel)
 def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
                        max_elements: int = 2**22, block_size: int | None = None):
     """The kernel of a diagonal SSM: ``K̄_ℓ = Σ_n C_n B̄_n Ā_n^ℓ``, a Vandermonde product.
@@ -653,11 +638,20 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
         (..., L) real kernel (batch = broadcast of A, B, C, step without the state axis),
         float32 for float32/complex64 inputs.
     """
+    _check_vandermonde_kernel(A, B, C, step, L, method=method, conjugate=conjugate, max_elements=max_elements,
+        block_size=block_size)
+    return _vandermonde_kernel(A, B, C, step, L, method=method, conjugate=conjugate, max_elements=max_elements,
+        block_size=block_size)
+
+
+def _vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
+                       max_elements: int = 2**22, block_size: int | None = None):
+    """The algorithm of :func:`vandermonde_kernel` (its arguments checked there)."""
     A, B, C, step = (jnp.asarray(x) for x in (A, B, C, step))
     complex_dtype = jnp.result_type(A, B, C, step, jnp.complex64)
     real_dtype = jnp.finfo(complex_dtype).dtype
     A, step = A.astype(complex_dtype), step.astype(real_dtype)
-    _, B_bar = diagonal_formulas(A, B.astype(complex_dtype), step, method)
+    _, B_bar = _discretize_diagonal(A, B.astype(complex_dtype), step, method)
     log_A_bar = _log_A_bar(step * A, method)  # (..., N): the batch of A and step only
     # Decay rate and phase of Ā. A discrete eigenvalue that is exactly 0 (bilinear with
     # ΔA = -2) has log -inf; clamping it to -1000 keeps Ā^0 = 1 and Ā^ℓ = 0 exact.

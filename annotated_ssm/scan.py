@@ -15,7 +15,7 @@ import numpy as np
 
 from ._validation import check_finite
 
-__all__ = ["sequential_scan", "parallel_scan", "ssm_recurrence", "binary_operator"]
+__all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator"]
 
 
 def _check_recurrence(a, b):
@@ -86,6 +86,41 @@ def parallel_scan(a, b, *, x0=None, reverse: bool = False):
         b = b.at[first].add(a[first] * jnp.asarray(x0, a.dtype))
     _, xs = jax.lax.associative_scan(binary_operator, (a, b), reverse=reverse, axis=0)
     return xs
+
+
+def linear_recurrence(a, b, *, axis: int = 0, reverse: bool = False):
+    """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` along ``axis`` of b, by the parallel scan.
+
+    The time-varying diagonal recurrence of S5 (its Λ̄ changes with each observation's time
+    step) and of a selective SSM (Λ̄, B̄ depend on the input). ``a`` broadcasts against b,
+    so a time-invariant a may omit the time axis (keep it as size 1). x starts at zero;
+    ``reverse`` runs backwards in time, ``x_ℓ = a_ℓ x_{ℓ+1} + b_ℓ``.
+
+    Args:
+        a: broadcastable to b.
+        b: (..., L, ...) with time on ``axis``.
+
+    Returns:
+        The states, b's shape and the dtype of a and b together.
+    """
+    if np.ndim(b) < 1 or not -np.ndim(b) <= axis < np.ndim(b):
+        raise ValueError(f"axis must name an axis of b (the time axis); got axis {axis} for b of "
+                         f"shape {np.shape(b)}.")
+    try:
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    except ValueError:
+        shape = None
+    if shape != np.shape(b):
+        raise ValueError(f"a must broadcast to the shape of b {np.shape(b)}; got a {np.shape(a)}.")
+    return _linear_recurrence(a, b, axis=axis, reverse=reverse)
+
+
+def _linear_recurrence(a, b, *, axis: int, reverse: bool = False):
+    """The algorithm of :func:`linear_recurrence` (its arguments checked there)."""
+    b = jnp.asarray(b)
+    a = jnp.broadcast_to(a, b.shape)
+    x = parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
+    return jnp.moveaxis(x, 0, axis)
 
 
 def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):

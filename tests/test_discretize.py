@@ -9,7 +9,7 @@ from flax import nnx
 from reference import discretize_dense as reference_dense, relative_error
 
 from annotated_ssm import hippo
-from annotated_ssm.discretize import METHODS, diagonal_formulas, discretize, discretize_dense, discretize_diagonal
+from annotated_ssm.discretize import METHODS, _discretize_diagonal, discretize, discretize_dense, discretize_diagonal
 from annotated_ssm.layers import get_layer
 
 
@@ -186,12 +186,12 @@ def test_bad_method_and_shapes():
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_diagonal_formulas_are_discretize_diagonal_without_checks(method):
+def test_discretize_diagonal_algorithm_is_the_checked_function(method):
     A = np.array([-0.5 + 3j, -2.0 + 0j, -1e-8 + 0j])
     B = np.array([1.0, 0.5 - 1j, 2.0])
     step = np.array([[0.1], [0.01]])
     expected = discretize_diagonal(A, B, step, method)
-    for got, want in zip(diagonal_formulas(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method), expected):
+    for got, want in zip(_discretize_diagonal(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method), expected):
         np.testing.assert_array_equal(got, want)
 
 

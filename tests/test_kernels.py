@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from reference import relative_error
 
-from annotated_ssm.kernels import cauchy, naive_kernel, s4_kernel, vandermonde_kernel
+from annotated_ssm.kernels import (bidirectional_conv, causal_conv, cauchy, dss_coefficients, dss_kernel,
+                                   naive_kernel, s4_kernel, vandermonde_kernel)
 
 # --- S4D: the blocked Vandermonde kernel ---------------------------------------------------
 
@@ -230,27 +231,32 @@ def test_s4_kernel_default_chunking_gradient_equals_unchunked_float64():
 # --- validation policy ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kernel", [s4_kernel, vandermonde_kernel])
-def test_displayed_source_is_the_algorithm_without_checks(kernel):
-    # Chapter 4 shows inspect.getsource(s4_kernel): it must be the algorithm, the checks
-    # live in a named _check_* function.
-    source = inspect.getsource(kernel)
-    assert source.lstrip().startswith("@_checked_by(_check_")
-    assert f"def {kernel.__name__}(" in source
-    assert "check_" not in source.split('"""')[-1]  # no check in the body after the docstring
-    assert "raise ValueError" not in source
-    assert list(inspect.signature(kernel).parameters)[:2] == list(inspect.signature(kernel.__wrapped__).parameters)[:2]
+@pytest.mark.parametrize("kernel", [causal_conv, bidirectional_conv, cauchy, s4_kernel, dss_coefficients,
+                                    dss_kernel, vandermonde_kernel])
+def test_public_kernel_checks_then_calls_its_algorithm(kernel):
+    # The package's one convention: a public function checks its arguments and calls its
+    # private algorithm, which the chapters show and which checks nothing.
+    module = inspect.getmodule(kernel)
+    algorithm = getattr(module, f"_{kernel.__name__}")
+    body = inspect.getsource(kernel).split('"""')[-1]
+    assert f"return _{kernel.__name__}(" in body
+    source = inspect.getsource(algorithm)
+    assert "check_" not in source and "raise ValueError" not in source
+    assert list(inspect.signature(kernel).parameters) == list(inspect.signature(algorithm).parameters)
 
 
-def test_values_are_checked_for_host_inputs_only():
-    # A NumPy NaN is caught with a message naming the argument; a jax.Array is never read
-    # back to the host (its values are the layer's business), so the same input passes
-    # the checks and the NaN reaches the output, where a caller can see it.
+def test_values_of_concrete_inputs_are_checked_on_host_and_device():
+    # A NaN is caught with a message naming the argument, in a NumPy array and in a
+    # jax.Array (reduced on its device); under jit only shapes are checked, and the NaN
+    # reaches the output.
     A, C, step = s4d_lin(2, 4, np.random.default_rng(6))
     C_nan = C.copy()
     C_nan[0, 0] = np.nan
-    with pytest.raises(ValueError, match="C must be finite"):
-        vandermonde_kernel(A, 1.0, C_nan, step, 10)
-    assert np.isnan(np.asarray(vandermonde_kernel(A, 1.0, jnp.asarray(C_nan), step, 10))[0]).all()
-    with pytest.raises(ValueError, match="step must be real, finite and > 0"):
-        s4_kernel(A, A, A, A, -np.ones(2), 10)
+    for given in (C_nan, jnp.asarray(C_nan)):
+        with pytest.raises(ValueError, match="C must be finite"):
+            vandermonde_kernel(A, 1.0, given, step, 10)
+    traced = jax.jit(lambda C: vandermonde_kernel(A, 1.0, C, step, 10))(jnp.asarray(C_nan))
+    assert np.isnan(np.asarray(traced)[0]).all()
+    for given in (-np.ones(2), -jnp.ones(2)):
+        with pytest.raises(ValueError, match="step must be real, finite and > 0"):
+            s4_kernel(A, A, A, A, given, 10)

@@ -276,7 +276,7 @@ def test_layer_bad_input():
     with pytest.raises(ValueError, match="chunk_size"):
         S4Layer(4, 8, chunk_size=0, rngs=nnx.Rngs(0))
     layer = S4Layer(4, 8, rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match="L"):
+    with pytest.raises(ValueError, match="length must be an integer"):
         layer.kernel(0)
 
 

@@ -1,26 +1,27 @@
-"""The four SSM layers, by name: ``get_layer("s4d")`` returns the class ``S4DLayer``."""
+"""The SSM layers, by name: ``get_layer("s4d")`` returns the class ``S4DLayer``."""
 
 from __future__ import annotations
 
-import importlib
-
 from .._validation import check_choice
-from .base import ConvolutionalSSMLayer, DiagonalSystem, SSMLayer, SSMParam
+from .base import ConvolutionalSSMLayer, SSMLayer, SSMParam
+from .dss import DSSLayer
+from .s4 import S4Layer
+from .s4d import S4DLayer
+from .s5 import S5Layer
 
-# name -> (module, class). Imported lazily so a missing optional piece never breaks the rest.
-LAYERS = {
-    "s4": ("annotated_ssm.layers.s4", "S4Layer"),
-    "dss": ("annotated_ssm.layers.dss", "DSSLayer"),
-    "s4d": ("annotated_ssm.layers.s4d", "S4DLayer"),
-    "s5": ("annotated_ssm.layers.s5", "S5Layer"),
+#: name -> layer class: model, config, training and checkpoints know the layers by these names.
+LAYERS: dict[str, type[SSMLayer]] = {
+    "s4": S4Layer,
+    "dss": DSSLayer,
+    "s4d": S4DLayer,
+    "s5": S5Layer,
 }
 
 
 def get_layer(name: str) -> type[SSMLayer]:
     """The layer class registered under ``name`` (one of ``LAYERS``)."""
-    check_choice("layer", name, LAYERS)
-    module, cls = LAYERS[name]
-    return getattr(importlib.import_module(module), cls)
+    return LAYERS[check_choice("layer", name, LAYERS)]
 
 
-__all__ = ["LAYERS", "get_layer", "SSMLayer", "SSMParam", "ConvolutionalSSMLayer", "DiagonalSystem"]
+__all__ = ["LAYERS", "get_layer", "SSMLayer", "SSMParam", "ConvolutionalSSMLayer",
+           "S4Layer", "DSSLayer", "S4DLayer", "S5Layer"]

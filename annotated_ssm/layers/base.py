@@ -1,51 +1,88 @@
-"""The contract every SSM layer keeps, and the convolution machinery of S4, DSS and S4D.
+"""The contract every SSM layer keeps: read this file to write a new layer.
 
-A layer maps a sequence of H-channel vectors to another: ``(B, L, H) -> (B, L, H)``
-(a single sequence ``(L, H)`` works too). Each layer offers two ways to compute it:
+A layer maps a sequence of H-channel vectors to another, ``(B, L, H) -> (B, L, H)`` (or
+``(L, H)``), in two equivalent ways: ``layer(u)`` computes the whole sequence at once
+(training), and ``layer.step(state, u_t, system)`` advances the recurrence one step
+(generation); ``layer.recurrent(u)`` runs the steps and reproduces ``layer(u)``.
 
-- ``layer(u)``: the whole sequence at once (FFT convolution for S4/DSS/S4D, a parallel
-  scan for S5). This is what training uses.
-- ``layer.step(state, u_t, system)``: one time step of the equivalent recurrence, for
-  online inference and autoregressive generation. ``system = layer.discrete_system(L)``
-  precomputes the discrete matrices once; ``layer.recurrent(u)`` runs the steps over a
-  whole sequence and reproduces ``layer(u)``.
+The public methods below check their arguments and apply the dtype policy; a layer
+implements only the hooks, which receive checked arrays in their computation dtype:
 
-The contract (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
+- ``_forward(u, steps)``: the whole sequence, u (..., L, H) -> y (..., L, H);
+- ``_discrete_system(length, dtype, steps)``: the discrete recurrence, any pytree;
+- ``_init_state(batch_shape, dtype)``: the zero state, real or complex (the layer's choice);
+- ``_step(system, state, u_t)``: ``(state, y_t)`` for u_t (..., H).
+
+``steps`` is the per-observation time step of an irregularly sampled sequence, in units
+of the training interval (None: regular). A layer whose recurrence can vary in time sets
+``takes_steps = True`` and receives it as an array broadcastable to u.shape[:-1] (scalar
+in ``_discrete_system``); other layers reject it. A convolutional layer derives from
+:class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)`` instead of
+``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
+then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
+``tests/test_layer_contract.py`` builds and checks::
+
+    class RealDiagonalLayer(SSMLayer):
+        def __init__(self, d_model, state_size=64, *, bidirectional=False,
+                     step_min=1e-3, step_max=1e-1, rngs):
+            self._init_contract(d_model, state_size, bidirectional=bidirectional,
+                                step_min=step_min, step_max=step_max)
+            self._init_log_step(rngs, (d_model,))  # Δ, one per channel
+            C = jax.random.normal(rngs.params(), (d_model, self.state_size))
+            self.C = nnx.Param(C / np.sqrt(self.state_size))
+            self._init_skip(rngs)  # D
+
+        def _discrete_system(self, length, dtype, steps=None):
+            A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
+            dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
+            return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
+
+        def _init_state(self, batch_shape, dtype):
+            return jnp.zeros(batch_shape + self.C.shape, dtype)  # (..., H, N) real
+
+        def _step(self, system, x, u_t):
+            A_bar, B_bar = system
+            x = A_bar * x + B_bar * u_t[..., None]
+            return x, self._readout(x, u_t)
+
+        def _readout(self, x, u):  # y = C x + D u
+            return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
+
+        def _forward(self, u, steps=None):
+            A_bar, B_bar = self._discrete_system(None, u.dtype)
+            a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
+            y = self._readout(linear_recurrence(a, B_bar * u[..., None], axis=-3), u)
+            if self.bidirectional:  # the same SSM backwards in time (no D again)
+                x = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
+                y = y + jnp.sum(self.C[...].astype(u.dtype) * x, -1)
+            return y
+
+Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
 
 Constructor
     ``Layer(d_model, state_size=64, *, bidirectional=False, step_min=1e-3, step_max=1e-1,
-    rngs, ...)``. Every argument is checked when the layer is built (ValueError naming it).
-    Every layer has ``log_step`` (an :class:`SSMParam`; ``step_sizes()`` gives Δ = exp of
-    it) and the skip term ``D`` (H,). Complex parameters are stored as real arrays with a
-    trailing (real, imaginary) axis: :func:`complex_to_pair` / :func:`pair_to_complex`.
-
-Bidirectional layers
-    ``layer(u)`` runs a second SSM backwards in time and adds it; the layer is then
-    non-causal, so it has no recurrence: ``discrete_system``, ``init_state``, ``step`` and
-    ``recurrent`` raise ValueError. (``kernel(L)`` of a convolutional layer returns both
-    kernels, (2, H, L).)
-
+    rngs, ...)``, every argument checked (ValueError naming it). ``log_step`` is an
+    :class:`SSMParam` (Δ = ``step_sizes()``), ``D`` (H,) the skip term. Complex parameters
+    are stored as (real, imaginary) pairs: :func:`complex_to_pair`, :func:`pair_to_complex`.
+Bidirectional
+    ``layer(u)`` adds a second SSM run backwards in time; the layer is non-causal, so
+    ``discrete_system``, ``init_state``, ``step`` and ``recurrent`` raise ValueError.
 dtypes (:func:`annotated_ssm._validation.computation_dtypes`)
-    float32 and float64 inputs are computed and returned in their dtype (float64 end to
-    end under ``jax_enable_x64``; the float32 parameters are promoted); bfloat16 and
-    float16 are computed in float32 and returned in the input's dtype; integers and bools
-    are computed and returned in the default float dtype; complex input is a ValueError.
-    ``discrete_system`` and ``init_state`` take ``dtype=`` (the real dtype of the
-    computation, default: the default float dtype) so that a recurrence can run in float64.
-
-Validation
-    Arguments are checked at the public methods, eagerly, apart from the algorithms.
-    A concrete input with a NaN or inf is rejected with a ValueError naming the first bad
-    position (batch, time, channel). Under ``jit``/``grad``/``vmap`` the values are tracers
-    and cannot be inspected without a device-to-host copy, so only shapes and dtypes are
-    checked there: a non-finite input then gives a non-finite output (for the
-    convolutional layers at every time step, through the FFT).
+    float32 and float64 are computed and returned in their dtype (float64 end to end under
+    ``jax_enable_x64``); bfloat16 and float16 are computed in float32 and returned in their
+    dtype; integers and bools are computed and returned in the default float dtype; complex
+    input is a ValueError. ``discrete_system`` and ``init_state`` take ``dtype=``.
+Values
+    A NaN or inf in the input is a ValueError naming its first position. Host input (NumPy,
+    Python) is checked on the host; a concrete jax.Array is checked on its device, which
+    sends back one bool (the array itself is never copied to the host). Under ``jit``,
+    ``grad`` or ``vmap`` values are tracers: only shapes and dtypes are checked there.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -57,21 +94,19 @@ from .._validation import (
     check_bool,
     check_finite_at,
     check_ndim,
+    check_positive_finite,
     check_positive_int,
     check_step_bounds,
     computation_dtypes,
     default_float_dtype,
 )
 from ..init import log_step
-from ..kernels import bidirectional_conv, causal_conv
+from ..kernels import _bidirectional_conv, _causal_conv
 
 __all__ = [
     "SSMParam",
     "SSMLayer",
     "ConvolutionalSSMLayer",
-    "DiagonalSystem",
-    "diagonal_step",
-    "check_sequence_input",
     "complex_to_pair",
     "pair_to_complex",
     "complex_dtype",
@@ -82,8 +117,8 @@ class SSMParam(nnx.Param):
     """A parameter of the state space itself: A (or Λ, P), B and log Δ.
 
     The papers train these with their own (smaller) learning rate and no weight decay;
-    tagging them with this type lets the training loop find them with
-    ``nnx.state(model, SSMParam)``. C, D and the position-wise layers are plain ``nnx.Param``.
+    the training loop finds them with ``nnx.state(model, SSMParam)``. C, D and the
+    position-wise layers are plain ``nnx.Param``.
     """
 
 
@@ -132,7 +167,7 @@ def _prepare(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.d
     """Apply the dtype policy and the finiteness check: (u in its computation dtype, output dtype).
 
     Finite after the cast: float64 1e39 is inf in float32. Host input (NumPy, Python) is cast
-    and checked on the host, before it goes to the device."""
+    and checked on the host, before it goes to the device; a device array on its device."""
     compute, output = computation_dtypes(name, u)
     if isinstance(u, jax.Array):  # a device array or a tracer
         u = u.astype(compute)
@@ -148,13 +183,9 @@ def _prepare(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.d
 def compiled(layer: "SSMLayer", method: str, *args) -> Any:
     """``getattr(layer, method)(*args)`` as one compiled program when called eagerly.
 
-    ``layer(u)`` and ``layer.recurrent(u)`` check their input, then compute through this.
-    Op by op, a layer's first eager call compiled about a hundred small programs (S4: 2.7 s
-    on a CPU, where one program compiles in 0.5 s); later calls with the same shapes reuse
-    the program. The layer goes in as (structure, arrays) through plain ``jax.jit``, which
-    reads the parameters and writes nothing back. Under a transformation (jit, grad, vmap:
-    tracers among the inputs or parameters) the method is traced inline instead: a jit
-    nested in a training step made S4D's step 20% slower on a CPU.
+    Op by op, a layer's first eager call would compile about a hundred small programs; one
+    jit compiles once per shape. Under a transformation (tracers among the inputs or the
+    parameters) the method is traced inline instead, not as a jit nested in the caller's.
     """
     graphdef, state = nnx.split(layer)
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((state, args))):
@@ -169,26 +200,20 @@ def _compiled_method(graphdef, method, state, *args):
 
 class SSMLayer(nnx.Module):
     """Base class of the sequence layers: the shared constructor pieces, the checks of the
-    public methods, the dtype and bidirectional policies (see the module docstring).
-
-    A subclass calls ``_init_contract`` first in its constructor, ``_init_log_step`` and
-    ``_init_skip`` where its parameters are drawn, and implements:
-
-    - ``_forward(u)``: the whole sequence, u already checked and in its computation dtype;
-    - ``_discrete_system(length, dtype)``: the discrete recurrence (length None: unbounded);
-    - ``_init_state(batch_shape, dtype)``: the zero state;
-    - ``_step(system, state, u_t)``: one step, returning ``(state, y_t)``.
-    """
+    public methods, the dtype and bidirectional policies (see the module docstring)."""
 
     d_model: int
     state_size: int
     bidirectional: bool
+    #: Whether ``layer(u, steps=...)`` is allowed: a time-varying recurrence (S5) can take a
+    #: time step per observation; a convolution cannot.
+    takes_steps: ClassVar[bool] = False
 
     # --- constructor pieces -------------------------------------------------------------
 
     def _init_contract(self, d_model, state_size, *, bidirectional, step_min, step_max,
                        even_state: str | None = None) -> None:
-        """Check and store the arguments every layer shares.
+        """Check and store the arguments every layer shares (call it first).
 
         ``even_state``: if given, the state size must be even and this says why.
         """
@@ -210,8 +235,7 @@ class SSMLayer(nnx.Module):
     # --- parameters in a computation dtype ---------------------------------------------
 
     def step_sizes(self, dtype=None) -> jax.Array:
-        """Δ = exp(log_step): (H,) for S4, DSS, S4D (one per channel), (P',) for S5 (one per
-        state). ``dtype``: the real dtype to compute in (default: the parameter's)."""
+        """Δ = exp(log_step), of log_step's shape; ``dtype``: the real dtype to compute in."""
         log_dt = self.log_step[...]
         return jnp.exp(log_dt if dtype is None else log_dt.astype(dtype))
 
@@ -220,27 +244,43 @@ class SSMLayer(nnx.Module):
 
     # --- the whole sequence ----------------------------------------------------------------
 
-    def __call__(self, u):
+    def __call__(self, u, steps=None):
         """Apply the layer to a whole sequence.
 
         Args:
             u: (B, L, H) or (L, H), real (float, integer or bool; see the dtype policy).
+            steps: layers with ``takes_steps`` only: the time step before each observation,
+                in units of the training interval, scalar, (L,) or (B, L), every entry > 0.
 
         Returns:
             y of u's shape: in u's dtype for floats, the default float dtype for integers/bools.
-
-        Raises:
-            ValueError: bad shape, complex dtype, or (for a concrete u, not under jit) a NaN
-            or inf in u, named by its position.
         """
         u, out_dtype = self._check_input(u)
-        return compiled(self, "_forward", u).astype(out_dtype)
+        steps = self._check_steps(steps, u.shape[:-1], u.dtype)
+        return compiled(self, "_forward", u, steps).astype(out_dtype)
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
         check_sequence_input(u, self.d_model)
         return _prepare("u", u, ("batch", "time", "channel"))
 
-    def _forward(self, u: jax.Array) -> jax.Array:
+    def _check_steps(self, steps, batch_length: tuple[int, ...], dtype) -> jax.Array | None:
+        """None, or ``steps`` checked against u's (..., L) and as an array of ``dtype``."""
+        if steps is None:
+            return None
+        if not self.takes_steps:
+            raise ValueError(f"steps is not accepted by {type(self).__name__}, a time-invariant "
+                             f"layer (its output is a convolution); got steps of shape {np.shape(steps)}.")
+        allowed = [(), batch_length[-1:], batch_length]
+        if np.shape(steps) not in allowed:
+            spelled = ", ".join(str(s) for s in dict.fromkeys(allowed))
+            raise ValueError(
+                f"steps must have shape {spelled} to match u of shape {batch_length + (self.d_model,)} "
+                f"(one step per observation); got shape {np.shape(steps)}."
+            )
+        check_positive_finite("steps", steps)
+        return jnp.asarray(steps, dtype)
+
+    def _forward(self, u: jax.Array, steps: jax.Array | None = None) -> jax.Array:
         raise NotImplementedError
 
     # --- the recurrence ----------------------------------------------------------------------
@@ -252,30 +292,31 @@ class SSMLayer(nnx.Module):
                 f"was built with bidirectional=True. Use layer(u) for the bidirectional output."
             )
 
-    def discrete_system(self, length: int | None = None, *, dtype=None) -> Any:
+    def discrete_system(self, length: int | None = None, *, steps=None, dtype=None) -> Any:
         """Precompute the discrete recurrence for sequences of ``length`` steps.
 
         Args:
-            length: L, an integer >= 1, or None for an unbounded sequence (where the layer
-                allows it).
+            length: L, an integer >= 1, or None for an unbounded sequence.
+            steps: layers with ``takes_steps`` only: a scalar > 0, the time step (in units
+                of the training interval) of every observation.
             dtype: the real dtype of the computation (default: the default float dtype,
                 float64 under ``jax_enable_x64``).
-
-        Raises:
-            ValueError: on a bidirectional layer, or for a bad ``length``.
         """
         self._require_causal("discrete_system")
         if length is not None:
             length = check_positive_int("length", length)
-        return self._discrete_system(length, _real_dtype(dtype))
+        if steps is not None and np.ndim(steps) != 0:
+            raise ValueError(f"steps must be a scalar here (one step for the whole system); "
+                             f"got shape {np.shape(steps)}.")
+        dtype = _real_dtype(dtype)
+        return self._discrete_system(length, dtype, self._check_steps(steps, (1,), dtype))
 
     def init_state(self, batch_shape=(), *, dtype=None) -> Any:
         """The zero state for a batch of sequences.
 
         Args:
             batch_shape: () for one sequence, an integer B or a tuple such as (B,).
-            dtype: the real dtype of the computation (default: the default float dtype);
-                the state is complex of that precision.
+            dtype: the real dtype of the computation (default: the default float dtype).
         """
         self._require_causal("init_state")
         return self._init_state(check_batch_shape("batch_shape", batch_shape), _real_dtype(dtype))
@@ -297,7 +338,7 @@ class SSMLayer(nnx.Module):
         u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
         self._check_state(state, u_t.shape[:-1])
         if system is None:
-            system = self.discrete_system(None, dtype=u_t.dtype)
+            system = self._discrete_system(None, u_t.dtype, None)
         state, y = self._step(system, state, u_t)
         return state, y.astype(out_dtype)
 
@@ -321,25 +362,32 @@ class SSMLayer(nnx.Module):
             f"init_state({batch_shape}) or returned by step); got {found}."
         )
 
-    def recurrent(self, u):
-        """Run the recurrence over a whole sequence u (B, L, H) or (L, H): y of the same shape,
-        equal to ``layer(u)`` up to rounding. Causal layers only."""
+    def recurrent(self, u, steps=None):
+        """Run the recurrence step by step over u (B, L, H) or (L, H) (and ``steps``, as in
+        ``layer(u, steps)``): y of u's shape, equal to ``layer(u, steps)`` up to rounding."""
         self._require_causal("recurrent")
         u, out_dtype = self._check_input(u)
-        return compiled(self, "_recurrent", u).astype(out_dtype)
+        steps = self._check_steps(steps, u.shape[:-1], u.dtype)
+        return compiled(self, "_recurrent", u, steps).astype(out_dtype)
 
-    def _recurrent(self, u: jax.Array) -> jax.Array:
-        """The loop of ``recurrent``: u already checked and in its computation dtype."""
-        system = self._discrete_system(u.shape[-2], u.dtype)
-        state = self._init_state(u.shape[:-2], u.dtype)
+    def _recurrent(self, u: jax.Array, steps: jax.Array | None = None) -> jax.Array:
+        """The loop of ``recurrent``: one system for the whole sequence, or with ``steps``
+        one per observation (the batch of its time step, ``steps[..., ℓ]``)."""
+        if steps is None:
+            system = self._discrete_system(u.shape[-2], u.dtype, None)
+            body = lambda state, u_t: self._step(system, state, u_t)  # noqa: E731
+            xs = jnp.moveaxis(u, -2, 0)
+        else:
+            def body(state, inputs):
+                u_t, s_t = inputs
+                return self._step(self._discrete_system(None, u.dtype, s_t), state, u_t)
 
-        def body(state, u_t):
-            return self._step(system, state, u_t)
-
-        _, y = jax.lax.scan(body, state, jnp.moveaxis(u, -2, 0))
+            steps = jnp.broadcast_to(steps, u.shape[:-1])
+            xs = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(steps, -1, 0))
+        _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], u.dtype), xs)
         return jnp.moveaxis(y, 0, -2)
 
-    def _discrete_system(self, length: int | None, dtype) -> Any:
+    def _discrete_system(self, length: int | None, dtype, steps=None) -> Any:
         raise NotImplementedError
 
     def _init_state(self, batch_shape: tuple[int, ...], dtype) -> Any:
@@ -352,38 +400,25 @@ class SSMLayer(nnx.Module):
 class ConvolutionalSSMLayer(SSMLayer):
     """H independent SISO SSMs applied by FFT convolution with a length-L kernel.
 
-    Subclasses implement ``kernel(L, dtype=None)``: shape (H, L), or (2, H, L) when
+    Subclasses implement ``_kernel(length, dtype)``: shape (H, L), or (2, H, L) when
     bidirectional (the second kernel runs backwards in time).
     """
 
     def kernel(self, length: int, *, dtype=None) -> jax.Array:
+        """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards).
+        ``dtype``: the real dtype to compute in (default: the parameters')."""
+        length = check_positive_int("length", length)
+        return self._kernel(length, None if dtype is None else np.dtype(dtype))
+
+    def _kernel(self, length: int, dtype) -> jax.Array:
         raise NotImplementedError
 
-    def _forward(self, u):
+    def _forward(self, u, steps=None):
         """y = K̄ * u + D u per channel. u: (B, L, H) or (L, H) -> same shape."""
-        K = self.kernel(u.shape[-2], dtype=u.dtype)
+        K = self._kernel(u.shape[-2], u.dtype)
         channels_last = jnp.swapaxes(u, -1, -2)  # (..., H, L)
         if self.bidirectional:
-            y = bidirectional_conv(channels_last, K[0], K[1])
+            y = _bidirectional_conv(channels_last, K[0], K[1])
         else:
-            y = causal_conv(channels_last, K)
+            y = _causal_conv(channels_last, K)
         return jnp.swapaxes(y, -1, -2) + self._skip(u.dtype) * u
-
-
-class DiagonalSystem(NamedTuple):
-    """A discrete diagonal SSM per channel: x ← Ā ⊙ x + B̄ u,  y = Re(Σ_n C_n x_n).
-
-    With conjugate symmetry, C already carries the factor 2 (y = 2·Re of the kept half).
-    Shapes: (H, N) each, complex.
-    """
-
-    A_bar: jax.Array
-    B_bar: jax.Array
-    C: jax.Array
-
-
-def diagonal_step(system: DiagonalSystem, state: jax.Array, u_t: jax.Array, D: jax.Array):
-    """One step of H diagonal SSMs. state: (..., H, N) complex; u_t: (..., H) real; D: (H,)."""
-    state = system.A_bar * state + system.B_bar * u_t[..., None]
-    y = jnp.real(jnp.sum(system.C * state, axis=-1)) + D * u_t
-    return state, y

@@ -29,7 +29,7 @@ from flax import nnx
 
 from .._validation import check_choice, check_positive_real
 from ..init import diagonal_init
-from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
+from ..kernels import DSS_VARIANTS, _dss_coefficients, _dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
 
 __all__ = ["DSSLayer", "DSSSystem"]
@@ -114,14 +114,14 @@ class DSSLayer(ConvolutionalSSMLayer):
 
     # --- convolutional view ----------------------------------------------------------------
 
-    def kernel(self, length: int, *, dtype=None) -> jax.Array:
+    def _kernel(self, length, dtype) -> jax.Array:
         """(H, L), or (2, H, L) when bidirectional."""
-        return dss_kernel(self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype),
+        return _dss_kernel(self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype),
                           length, self.variant, eps=self.eps)
 
     # --- recurrent view --------------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype) -> DSSSystem:
+    def _discrete_system(self, length, dtype, steps=None) -> DSSSystem:
         """The per-state scalar recurrences for sequences of ``length`` steps.
 
         The softmax normalises over the whole sequence, so its kernel (and recurrence)
@@ -134,7 +134,7 @@ class DSSLayer(ConvolutionalSSMLayer):
                     "length must be given for variant 'softmax' (the softmax normalises over the "
                     "sequence length); got None. Call discrete_system(L) and pass it to step()."
                 )
-        coef, shift, dtLambda = dss_coefficients(
+        coef, shift, dtLambda = _dss_coefficients(
             self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length or 1, self.variant, eps=self.eps
         )
         return DSSSystem(

@@ -26,7 +26,7 @@ from flax import nnx
 
 from .._validation import check_positive_int
 from ..hippo import dplr_legs
-from ..kernels import s4_kernel
+from ..kernels import _s4_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S4Layer", "S4System", "conjugate_pairs"]
@@ -150,14 +150,14 @@ class S4Layer(ConvolutionalSSMLayer):
 
     # --- convolution ---------------------------------------------------------------------
 
-    def kernel(self, length: int, *, dtype=None) -> jax.Array:
+    def _kernel(self, length, dtype) -> jax.Array:
         """The S4 kernel of every channel: (H, L), or (2, H, L) if bidirectional."""
         Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
-        return s4_kernel(Lambda, P, B, C_tilde, step, length, chunk_size=self.chunk_size)
+        return _s4_kernel(Lambda, P, B, C_tilde, step, length, chunk_size=self.chunk_size)
 
     # --- recurrence ----------------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype) -> S4System:
+    def _discrete_system(self, length, dtype, steps=None) -> S4System:
         """Discretise (bilinear) and convert C̃ to C for sequences of ``length``.
 
         Theorem 2's ``Ā = A1 A0`` is kept as ``Ā = I + 2 A1 A = I + diag(a) - v w*``: at small

@@ -8,10 +8,12 @@ Each of the H channels runs its own SISO SSM with a diagonal, complex state matr
     y = K̄ * u + D u
 
 The kernel is :func:`annotated_ssm.kernels.vandermonde_kernel`; the recurrent view is the
-same diagonal system stepped one sample at a time (:func:`annotated_ssm.layers.base.diagonal_step`).
+same diagonal system stepped one sample at a time (:func:`diagonal_step`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,14 +21,31 @@ import numpy as np
 from flax import nnx
 
 from .._validation import check_bool, check_choice
-from ..discretize import METHODS, diagonal_formulas
+from ..discretize import METHODS, _discretize_diagonal
 from ..init import DIAGONAL_INITS, check_init_options, diagonal_init
-from ..kernels import vandermonde_kernel
-from .base import (
-    ConvolutionalSSMLayer, DiagonalSystem, SSMParam, complex_dtype, complex_to_pair, diagonal_step, pair_to_complex,
-)
+from ..kernels import _vandermonde_kernel
+from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
-__all__ = ["S4DLayer", "REAL_TRANSFORMS"]
+__all__ = ["S4DLayer", "REAL_TRANSFORMS", "DiagonalSystem", "diagonal_step"]
+
+
+class DiagonalSystem(NamedTuple):
+    """A discrete diagonal SSM per channel: x ← Ā ⊙ x + B̄ u,  y = Re(Σ_n C_n x_n).
+
+    With conjugate symmetry, C already carries the factor 2 (y = 2·Re of the kept half).
+    Shapes: (H, N) each, complex (real for S4D-Real).
+    """
+
+    A_bar: jax.Array
+    B_bar: jax.Array
+    C: jax.Array
+
+
+def diagonal_step(system: DiagonalSystem, state: jax.Array, u_t: jax.Array, D: jax.Array):
+    """One step of H diagonal SSMs. state: (..., H, N); u_t: (..., H) real; D: (H,)."""
+    state = system.A_bar * state + system.B_bar * u_t[..., None]
+    y = jnp.real(jnp.sum(system.C * state, axis=-1)) + D * u_t
+    return state, y
 
 REAL_TRANSFORMS = ("exp", "softplus", "none")
 
@@ -127,21 +146,21 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     # --- convolution view -------------------------------------------------------------
 
-    def kernel(self, length: int, *, dtype=None) -> jax.Array:
+    def _kernel(self, length, dtype) -> jax.Array:
         """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards)."""
-        return vandermonde_kernel(
+        return _vandermonde_kernel(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), pair_to_complex(self.C[...], dtype),
             self.step_sizes(dtype)[:, None], length, method=self.discretization, conjugate=self.conjugate,
         )
 
     # --- recurrent view ---------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype) -> DiagonalSystem:
+    def _discrete_system(self, length, dtype, steps=None) -> DiagonalSystem:
         """Ā, B̄, C (H, M) complex; C carries the factor 2 of conjugate symmetry.
 
         S4D parameterises C directly (no C̃ = C(I - Ā^L) as S4), so ``length`` is unused.
         """
-        A_bar, B_bar = diagonal_formulas(
+        A_bar, B_bar = _discretize_diagonal(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), self.step_sizes(dtype)[:, None],
             self.discretization,
         )

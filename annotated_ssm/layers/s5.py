@@ -28,12 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_bool, check_choice, check_positive_finite, check_positive_int
-from ..discretize import METHODS, diagonal_formulas
+from .._validation import check_bool, check_choice, check_positive_int
+from ..discretize import METHODS, _discretize_diagonal
 from ..init import s5_init
-from ..scan import parallel_scan
-from .base import (SSMLayer, SSMParam, _real_dtype, compiled, complex_dtype, complex_to_pair,
-                   pair_to_complex)
+from ..scan import _linear_recurrence
+from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
 
@@ -41,10 +40,11 @@ ACTIVATIONS = ("none", "gelu", "half_glu", "full_glu")
 
 
 class S5System(NamedTuple):
-    """The discrete S5 recurrence for one step size: x ← Λ̄ ⊙ x + B̄ u,  y = Re(C x).
+    """The discrete S5 recurrence: x ← Λ̄ ⊙ x + B̄ u,  y = Re(C x).
 
-    Shapes: Lambda_bar (P',), B_bar (P', H), C (H, P'), complex. With conjugate symmetry C
-    already carries the factor 2.
+    Shapes: Lambda_bar (..., P'), B_bar (..., P', H), C (H, P'), complex; the batch axes
+    ``...`` only for a batch of time steps (``recurrent(u, steps)``). With conjugate
+    symmetry C already carries the factor 2.
     """
 
     Lambda_bar: jax.Array
@@ -53,11 +53,14 @@ class S5System(NamedTuple):
 
 
 def _real_matmul(u, M):
-    """u @ Mᵀ for real u (..., H) and complex M (P, H): (..., P) complex.
+    """M u for real u (..., H) and complex M (P, H) or (..., P, H): (..., P) complex.
 
-    Two real matrix products instead of promoting u to complex first (which would make
-    XLA do a complex product, twice the arithmetic)."""
-    return jax.lax.complex(u @ M.real.T, u @ M.imag.T)
+    Two real products instead of promoting u to complex first (which would make XLA do a
+    complex product, twice the arithmetic)."""
+    if M.ndim == 2:
+        return jax.lax.complex(u @ M.real.T, u @ M.imag.T)
+    return jax.lax.complex(jnp.einsum("...ph,...h->...p", M.real, u),
+                           jnp.einsum("...ph,...h->...p", M.imag, u))
 
 
 def _real_readout(C, x):
@@ -85,10 +88,15 @@ class S5Layer(SSMLayer):
             ((W₁g) ⊙ σ(W₂g), g = GELU(y)).
         rngs: nnx.Rngs; uses ``rngs.params()``.
 
+    ``layer(u, steps=s)``, ``recurrent(u, steps=s)`` and ``discrete_system(steps=s)`` take the
+    time step before each observation (module docstring).
+
     Parameters: ``Lambda`` (P', 2), ``B_tilde`` (P', H, 2), ``log_step`` (P',) are
     :class:`SSMParam`; ``C_tilde`` (H, P' or 2P', 2) and ``D`` (H,) are ``nnx.Param``
     (complex numbers stored as (real, imaginary) pairs).
     """
+
+    takes_steps = True
 
     def __init__(
         self,
@@ -134,7 +142,7 @@ class S5Layer(SSMLayer):
     def _discretize(self, step, dtype):
         """Λ̄ and the row factor f with B̄ = f ⊙ B̃ (row-wise), for Δ broadcast against Λ."""
         # With B = 1 the diagonal discretisation returns exactly the factor f of each row.
-        return diagonal_formulas(self.eigenvalues(dtype), 1.0, step, self.discretization)
+        return _discretize_diagonal(self.eigenvalues(dtype), 1.0, step, self.discretization)
 
     def _output_matrix(self, dtype) -> jax.Array:
         """C̃ (H, P' or 2P') with the factor 2 of conjugate symmetry folded in."""
@@ -143,25 +151,10 @@ class S5Layer(SSMLayer):
 
     # --- full sequence: parallel scan -------------------------------------------------
 
-    def __call__(self, u, steps=None):
-        """Apply the layer to a whole sequence.
-
-        Args:
-            u: (B, L, H) or (L, H), real (see the dtype policy in :mod:`.base`).
-            steps: optional time elapsed before each observation, in units of the regular
-                sampling interval: scalar, (L,) or (B, L), every entry > 0. Observation ℓ
-                is discretised with Δ_{ℓ,p} = steps_ℓ · Δ_p. None means all ones.
-
-        Returns:
-            y: same shape as u; u's dtype for floats, the default float dtype for integers.
-        """
-        u, out_dtype = self._check_input(u)
-        scale = None if steps is None else self._check_steps(steps, u.shape[:-1], u.dtype)
-        return compiled(self, "_forward", u, scale).astype(out_dtype)
-
-    def _forward(self, u, scale=None):
-        """The parallel-scan form. u (..., L, H) checked, in its computation dtype; scale:
+    def _forward(self, u, steps=None):
+        """The parallel-scan form. u (..., L, H) checked, in its computation dtype; steps:
         None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
+        scale = steps
         dtype = u.dtype
         step = self.step_sizes(dtype)
         B_tilde = pair_to_complex(self.B_tilde[...], dtype)
@@ -178,7 +171,7 @@ class S5Layer(SSMLayer):
             Bu = _real_matmul(u, B_tilde)
             Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        y = _real_readout(C[:, :P], self._scan(Lambda_bar, Bu_forward, reverse=False))
+        y = _real_readout(C[:, :P], _linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
         if self.bidirectional:
             if scale is not None:
                 # Backwards, state ℓ decays over the interval to observation ℓ+1.
@@ -186,29 +179,8 @@ class S5Layer(SSMLayer):
                     scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
                 Lambda_bar, factor = self._discretize(scale * step, dtype)
                 Bu_backward = factor * Bu
-            y = y + _real_readout(C[:, P:], self._scan(Lambda_bar, Bu_backward, reverse=True))
+            y = y + _real_readout(C[:, P:], _linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True))
         return self._activate(y + self._skip(dtype) * u)
-
-    @staticmethod
-    def _scan(a, b, reverse: bool):
-        """States of x_ℓ = a_ℓ x_{ℓ∓1} + b_ℓ with time on axis -2 of b (a broadcasts)."""
-        a = jnp.broadcast_to(a, b.shape)
-        x = parallel_scan(jnp.moveaxis(a, -2, 0), jnp.moveaxis(b, -2, 0), reverse=reverse)
-        return jnp.moveaxis(x, 0, -2)
-
-    def _check_steps(self, steps, batch_length: tuple[int, ...], dtype) -> jax.Array:
-        """Validate ``steps`` against u's (..., L) and return it as an array of ``dtype``."""
-        L = batch_length[-1]
-        shape = np.shape(steps)
-        allowed = [(), (L,), batch_length]
-        if shape not in allowed:
-            spelled = ", ".join(str(s) for s in dict.fromkeys(allowed))
-            raise ValueError(
-                f"steps must have shape {spelled} to match u of shape {batch_length + (self.d_model,)} "
-                f"(one step per observation); got shape {shape}."
-            )
-        check_positive_finite("steps", steps)
-        return jnp.asarray(steps, dtype)
 
     def _activate(self, y):
         if self.activation == "none":
@@ -222,23 +194,14 @@ class S5Layer(SSMLayer):
 
     # --- recurrent mode -----------------------------------------------------------------
 
-    def discrete_system(self, length: int | None = None, steps=None, *, dtype=None) -> S5System:
-        """Λ̄ (P',), B̄ (P', H), C (H, P') for the layer's own Δ (times ``steps``, a scalar
-        > 0, if given). ``length`` is not needed by a recurrence; it is checked and accepted
-        for the shared interface. Causal layers only."""
-        self._require_causal("discrete_system")
-        if length is not None:
-            check_positive_int("length", length)
-        if steps is not None:
-            if np.ndim(steps) != 0:
-                raise ValueError(f"steps must be a scalar here (one step for the whole system); got shape {np.shape(steps)}.")
-            check_positive_finite("steps", steps)
-        return self._discrete_system(length, _real_dtype(dtype), steps)
-
     def _discrete_system(self, length, dtype, steps=None) -> S5System:
-        step = self.step_sizes(dtype) if steps is None else jnp.asarray(steps, dtype) * self.step_sizes(dtype)
+        """Λ̄, B̄, C for Δ (times ``steps``: None, a scalar, or a batch (...,) of time steps).
+        A recurrence needs no ``length``."""
+        step = self.step_sizes(dtype)
+        if steps is not None:
+            step = jnp.asarray(steps, dtype)[..., None] * step  # (..., P')
         Lambda_bar, factor = self._discretize(step, dtype)
-        B_bar = factor[:, None] * pair_to_complex(self.B_tilde[...], dtype)
+        B_bar = factor[..., :, None] * pair_to_complex(self.B_tilde[...], dtype)
         return S5System(Lambda_bar, B_bar, self._output_matrix(dtype)[:, : Lambda_bar.shape[-1]])
 
     def impulse_response(self, length: int) -> jax.Array:
@@ -264,32 +227,3 @@ class S5Layer(SSMLayer):
     def _readout(self, C, state, u_t):
         """y_t = Re(C x_t) + D u_t (then the activation). C: (H, P'), state: (..., P')."""
         return self._activate(_real_readout(C, state) + self._skip(u_t.dtype) * u_t)
-
-    def recurrent(self, u, steps=None):
-        """Run the recurrence step by step over u (B, L, H) or (L, H), optionally with
-        per-observation ``steps`` (as in ``__call__``): the online counterpart of
-        ``layer(u, steps)``. Without ``steps`` this is the base class's loop over ``step``."""
-        if steps is None:
-            return super().recurrent(u)
-        self._require_causal("recurrent")
-        u, out_dtype = self._check_input(u)
-        scale = jnp.broadcast_to(self._check_steps(steps, u.shape[:-1], u.dtype), u.shape[:-1])
-        return compiled(self, "_recurrent_irregular", u, scale).astype(out_dtype)
-
-    def _recurrent_irregular(self, u, scale):
-        """The loop of ``recurrent(u, steps)``: u checked, scale (..., L) the factor of Δ."""
-        dtype = u.dtype
-        B_tilde = pair_to_complex(self.B_tilde[...], dtype)
-        C = self._output_matrix(dtype)[:, : B_tilde.shape[0]]
-        step = self.step_sizes(dtype)
-
-        def body(state, inputs):
-            u_t, s_t = inputs  # (..., H), (...)
-            # A fresh discretisation for this observation's interval: Δ_p · s_t.
-            Lambda_bar, factor = self._discretize(s_t[..., None] * step, dtype)
-            state = Lambda_bar * state + factor * _real_matmul(u_t, B_tilde)
-            return state, self._readout(C, state, u_t)
-
-        time_major = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(scale, -1, 0))
-        _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], dtype), time_major)
-        return jnp.moveaxis(y, 0, -2)
