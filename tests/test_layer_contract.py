@@ -1,8 +1,11 @@
-"""The layer contract (annotated_ssm/layers/base.py), checked for every layer in ``LAYERS``.
+"""The layer contract (annotated_ssm/layers/base.py), checked for every layer in ``LAYERS``
+and for the skeleton layer written out in base.py's docstring.
 
 A layer added to ``LAYERS`` is tested here automatically. Layer-specific correctness (the
 kernels against float64 references, the parameterisations) stays in test_<layer>.py.
 """
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -11,16 +14,37 @@ import pytest
 from flax import nnx
 from reference import relative_error
 
-from annotated_ssm.layers import LAYERS, SSMParam, get_layer
+from annotated_ssm.layers import LAYERS, SSMLayer, SSMParam, base, get_layer
+from annotated_ssm.scan import linear_recurrence
 
 H, N, L = 3, 8, 40
-NAMES = list(LAYERS)
+
+
+SKELETON = re.search(r"::\n\n(    class RealDiagonalLayer.*?)\n\n\S", base.__doc__, re.S).group(1)
+
+
+def skeleton_layer() -> type[SSMLayer]:
+    """The example layer of base.py's docstring, executed as written there."""
+    source = SKELETON
+    namespace = {"SSMLayer": SSMLayer, "jax": jax, "jnp": jnp, "np": np, "nnx": nnx,
+                 "linear_recurrence": linear_recurrence}
+    exec(compile("\n".join(line[4:] for line in source.splitlines()), "base.py docstring", "exec"), namespace)
+    return namespace["RealDiagonalLayer"]
+
+
+CLASSES = {**LAYERS, "skeleton": skeleton_layer()}
+NAMES = list(CLASSES)
 
 
 def make(name, **kwargs):
     options = {"d_model": H, "state_size": N, "rngs": nnx.Rngs(0)}
     options.update(kwargs)
-    return get_layer(name)(**options)
+    return CLASSES[name](**options)
+
+
+def test_skeleton_is_short_and_registered_layers_are_found_by_name():
+    assert len(SKELETON.splitlines()) <= 40
+    assert all(get_layer(name) is cls for name, cls in LAYERS.items())
 
 
 def inputs(shape=(2, L, H), seed=1, dtype=jnp.float32):
@@ -118,7 +142,8 @@ def test_recurrent_equals_call_under_x64(name):
         # float64 end to end: float32 anywhere would leave errors of 1e-7 or more.
         assert relative_error(r, y) < 1e-10
         state = layer.init_state(2, dtype=jnp.float64)
-        assert jax.tree.leaves(state)[0].dtype == jnp.complex128
+        # Real or complex states (the layer's choice), of float64 precision.
+        assert jax.tree.leaves(state)[0].dtype in (jnp.float64, jnp.complex128)
 
 
 def test_step_by_step_equals_call(name):
