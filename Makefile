@@ -7,7 +7,7 @@
 #                 and the package tests that use flax, optax, orbax and ipywidgets
 # Both create the virtual environment .venv first (again when requirements.txt changes).
 # Other targets: execute (refresh the chapters' outputs), check-site (open every built page
-# in headless Chromium), node, floors, venv, clean.
+# in headless Chromium and move every explorer), node, floors, venv, clean.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -17,22 +17,24 @@ export PYTHONHASHSEED := 0
 # parallel, 4 s for requirements.txt where pip took 46 s.
 UV     := uv>=0.9,<1
 
-# MathJax 3 for node (tests/test_mathjax.py) and for the website, from npm into .node/.
+# MathJax 3 for node (tests/test_mathjax.py, the book's one MathJax check) and for the
+# website, from npm into .node/.
 MATHJAX_VERSION := 3.2.2
-# Drives Chromium for `make check-site` (a 10 MB package, no browser download).
-PLAYWRIGHT_VERSION := 1.65.1
 NODE_DIR        := .node
-NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)-$(PLAYWRIGHT_VERSION)
+NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)
 # The floors environment: jax, flax, optax and ipywidgets at the versions pyproject.toml
-# declares as the oldest supported (tools/floors.py reads them).
+# declares as the oldest supported (tools/floors.py reads them with `packaging`).
 FLOORS       := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
 # The floors environment runs the chapters (is each floor enough for the book, and are the
 # stored outputs independent of the machine?) and the package tests that call flax, optax,
-# orbax or ipywidgets (is each floor enough for the package's use of those APIs?).
+# orbax or ipywidgets (is each floor enough for the package's use of those APIs?): flax NNX
+# modules and their state (layer contract, models), optax training, orbax checkpoints (train,
+# checkpoint, the CLI, hostile training, the README's example), the explorers on ipywidgets
+# 7.7 and 8 (widgets, static explorer).
 FLOORS_TESTS := book tests/test_layer_contract.py tests/test_model.py tests/test_train.py \
-	tests/test_checkpoint.py tests/test_cli.py tests/test_widgets.py tests/test_readme.py \
-	$(wildcard tests/test_hostile_*.py tests/test_static_explorer.py)
+	tests/test_checkpoint.py tests/test_cli.py tests/test_hostile_training.py \
+	tests/test_widgets.py tests/test_static_explorer.py tests/test_readme.py
 # Another CPU code path for that run: XLA compiles for AVX only (256-bit vectors, no FMA)
 # and OpenBLAS runs its Sandy Bridge kernels, so sums round differently than in the main run.
 # (Not SSE4.2: jax 0.8's XLA aborts converting to bfloat16 without F16C.) A chapter output
@@ -69,18 +71,18 @@ node: $(NODE_STAMP)
 $(NODE_STAMP):
 	mkdir -p $(NODE_DIR) && echo '*' > $(NODE_DIR)/.gitignore
 	npm install --prefix $(NODE_DIR) --no-save --no-audit --no-fund --loglevel=error \
-		mathjax-full@$(MATHJAX_VERSION) mathjax@$(MATHJAX_VERSION) playwright-core@$(PLAYWRIGHT_VERSION)
+		mathjax-full@$(MATHJAX_VERSION) mathjax@$(MATHJAX_VERSION)
 	touch $@
 
 floors: $(FLOORS_STAMP)
 
-$(FLOORS_STAMP): pyproject.toml tools/floors.py Makefile
+$(FLOORS_STAMP): $(STAMP) pyproject.toml tools/floors.py Makefile
 	rm -rf $(FLOORS)
 	$(PYTHON) -m venv $(FLOORS)
 	echo '*' > $(FLOORS)/.gitignore
 	$(FLOORS)/bin/python -m pip install -q "$(UV)"
 	$(FLOORS)/bin/python -m uv pip install -q --python $(FLOORS)/bin/python \
-		$$($(PYTHON) tools/floors.py --pins) "pytest>=8,<10" "pytest-xdist>=3.6,<4" \
+		$$($(BIN)/python tools/floors.py --pins) "pytest>=8,<10" "pytest-xdist>=3.6,<4" \
 		"nbval>=0.11,<0.12" "ipykernel>=6.29,<8"
 	$(FLOORS)/bin/python -m uv pip install -q --python $(FLOORS)/bin/python --no-deps -e .
 	touch $@
@@ -103,14 +105,28 @@ test-floors: $(FLOORS_STAMP)
 		$(FLOORS)/bin/python -m pytest $(PYTEST_XDIST) $(FLOORS_TESTS) $(NBVAL) -q \
 		-p no:cacheprovider
 
-# Re-execute every chapter in place, refreshing the outputs stored in the notebooks.
+# Re-execute every chapter in place, refreshing the outputs stored in the notebooks, with
+# nbclient (what `jupyter execute --inplace` runs; its command line cannot set these options):
+# consecutive prints stored as one output (coalesce_streams: how the kernel splits them into
+# messages depends on timing), and no widget state (store_widget_state off, and any that
+# Jupyter saved removed: nothing reads it, the website shows each explorer's static frames).
+# Each chapter's wall time is printed (the budget: under 2 minutes on the 2-core CI machine).
+EXECUTE := import sys, nbclient, nbformat; path = sys.argv[1]; \
+	notebook = nbclient.execute(nbformat.read(path, 4), cwd="book", kernel_name="python3", \
+	timeout=900, coalesce_streams=True, store_widget_state=False); \
+	notebook.metadata.pop("widgets", None); nbformat.write(notebook, path)
 execute: $(STAMP)
-	$(BIN)/python tools/execute_notebooks.py book/*.ipynb
+	for notebook in book/*.ipynb; do start=$$(date +%s); \
+		$(BIN)/python -c '$(EXECUTE)' $$notebook || exit 1; \
+		echo "$$notebook: executed in $$(( $$(date +%s) - start )) s"; done
 
-# Every page of _build/html in headless Chromium, offline: MathJax errors, console
-# exceptions, horizontal overflow. Needs /usr/bin/chromium (Debian: apt-get install chromium).
-check-site: $(NODE_STAMP)
+# Every page of _build/html (`make book` first) in headless Chromium, offline: console
+# exceptions, horizontal overflow, lines and buttons (tools/check_site.py), then every
+# explorer moved control by control (tools/check_explorers.py). Python's playwright drives
+# the system Chromium, /usr/bin/chromium (Debian: apt-get install chromium); no download.
+check-site: $(STAMP)
 	$(BIN)/python tools/check_site.py
+	$(BIN)/python tools/check_explorers.py
 
 clean:
 	rm -rf _build .cache

@@ -36,8 +36,6 @@ def _load_tool(name):
 
 _SETUP_TOOL = _load_tool("setup_cell")
 SETUP_CELL, SETUP_TAG = _SETUP_TOOL.setup_cell_source(), _SETUP_TOOL.TAG
-_MACRO_TOOL = _load_tool("expand_macros")
-MACROS, EXPAND = _MACRO_TOOL.macros(), _MACRO_TOOL.expand
 
 
 def code_cells(notebook):
@@ -134,19 +132,8 @@ def line_length_problems(notebook) -> list[str]:
 def widget_state_problems(notebook) -> list[str]:
     """No widget state in the metadata: nothing uses it (the site shows each explorer's PNG)."""
     if "widgets" in notebook.get("metadata", {}):
-        return ["notebook metadata stores widget state (re-run tools/execute_notebooks.py, "
+        return ["notebook metadata stores widget state (re-run the chapter with `make execute`, "
                 "which strips it)"]
-    return []
-
-
-def macro_problems(notebook) -> list[str]:
-    """Markdown math uses plain LaTeX: the site's MathJax macros are unknown to Jupyter and Colab."""
-    used = [
-        i for i, c in enumerate(notebook["cells"])
-        if c["cell_type"] == "markdown" and EXPAND(source(c), MACROS) != source(c)
-    ]
-    if used:
-        return [f"markdown cells {used} use site-only macros (run `python tools/expand_macros.py` on the chapter)"]
     return []
 
 
@@ -207,7 +194,7 @@ def figure_problems(notebook) -> list[str]:
     return problems
 
 
-CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems, macro_problems,
+CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems,
           line_length_problems, widget_state_problems, figure_problems]
 
 
@@ -295,14 +282,6 @@ def test_widget_state_check_catches_stored_state():
     notebook = make_notebook("x = 1")
     notebook["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
     assert widget_state_problems(notebook)
-
-
-def test_macro_check_catches_site_only_macros():
-    notebook = make_notebook("x = 1")
-    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["The matrix $\\dA$ is stable."]})
-    assert macro_problems(notebook)
-    notebook["cells"][-1]["source"] = ["The matrix $\\overline{\\mathbf{A}}$ is stable."]
-    assert not macro_problems(notebook)
 
 
 def png_output(width, height=300):

@@ -1,8 +1,8 @@
 """Check the explorers of the built website in headless Chromium, offline: do they move?
 
 Serves a built site (default _build/html) on localhost, opens every page that holds a static
-explorer (annotated_ssm.static_explorer) in Chromium, driven by playwright-core from
-.node/ (`make node`), with every request that leaves localhost blocked. For each explorer it
+explorer (annotated_ssm.static_explorer) in Chromium (the system's, driven by Python's
+playwright; tools/browser.py), with every request that leaves localhost blocked. For each explorer it
 moves every control the way a reader would (arrow key on a slider, a new choice in a list)
 and checks that the figure changes: another frame, another image, decoded by the browser.
 A control shown disabled (it changes nothing for the current setting, e.g. θ for
@@ -15,152 +15,129 @@ belong to the theme: tools/check_site.py), and whether the explorer fits a 400 p
     make book && python tools/check_explorers.py           # exit 1 if an explorer fails
     python tools/check_explorers.py --site /tmp/jb/_build/html
 
-Needs Chromium (Debian: apt-get install chromium; or --chromium PATH) and node.
+Needs Chromium (Debian: apt-get install chromium; or --chromium PATH).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import pathlib
-import subprocess
 import sys
-import tempfile
+
+from playwright.sync_api import ElementHandle, Page
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from check_site import serve  # noqa: E402  (tools/ is not a package)
+from browser import CHROMIUM, chromium, offline, serve  # noqa: E402  (tools/ is not a package)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKER = 'class="annotated-ssm-explorer"'
 MAX_BYTES = 1_500_000
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-DRIVER = r"""
-"use strict";
-const { chromium } = require("playwright-core");
-const config = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+# What the explorer shows: the frame's number and its image (decoded by the browser?).
+FRAME_OF = """root => {
+  const img = root.querySelector("img");
+  return { frame: img.getAttribute("data-frame"), src: img.src.length + ":" + img.src.slice(-40),
+           decoded: img.complete && img.naturalWidth > 0, width: img.naturalWidth };
+}"""
+# Set a control as a script would (a disabled one too) and let the page update.
+SET_VALUE = """(c, v) => { c.value = v; c.dispatchEvent(new Event("change")); }"""
+# Every value a control can take.
+VALUES_OF = """c => (c.tagName === "SELECT" ? Array.from(c.options, (o) => o.value)
+  : Array.from({ length: parseInt(c.max, 10) + 1 }, (_, i) => String(i)))"""
+LABEL = """c => c.closest("label").textContent.trim()"""
 
-async function frameOf(handle) {
-  return handle.evaluate((root) => {
-    const img = root.querySelector("img");
-    return { frame: img.getAttribute("data-frame"), src: img.src.length + ":" + img.src.slice(-40),
-             decoded: img.complete && img.naturalWidth > 0, width: img.naturalWidth };
-  });
-}
 
-async function isDisabled(control) {
-  return control.evaluate((c) => c.disabled);
-}
+def frame_of(root: ElementHandle) -> dict:
+    return root.evaluate(FRAME_OF)
 
-// Set a control as a script would (a disabled one too) and let the page update.
-async function setValue(control, value) {
-  await control.evaluate((c, v) => { c.value = v; c.dispatchEvent(new Event("change")); }, value);
-}
 
-async function valuesOf(control) {
-  return control.evaluate((c) => (c.tagName === "SELECT" ? Array.from(c.options, (o) => o.value)
-    : Array.from({ length: parseInt(c.max, 10) + 1 }, (_, i) => String(i))));
-}
+def disabled(control: ElementHandle) -> bool:
+    return control.evaluate("c => c.disabled")
 
-// Moves the other (enabled) controls, one at a time, until controls[k] is enabled; returns
-// the label of the control that enabled it ("" if none did), leaving that setting in place.
-async function enable(controls, k) {
-  for (const [j, other] of controls.entries()) {
-    if (j === k || (await isDisabled(other))) continue;
-    const start = await other.evaluate((c) => c.value);
-    for (const value of await valuesOf(other)) {
-      await setValue(other, value);
-      if (!(await isDisabled(controls[k]))) {
-        return other.evaluate((c) => c.closest("label").textContent.trim().split(" ")[0]);
-      }
-    }
-    await setValue(other, start);
-  }
-  return "";
-}
 
-(async () => {
-  const browser = await chromium.launch({ executablePath: config.chromium, args: config.flags });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const blocked = [];
-  await context.route("**/*", (route) => {
-    const url = route.request().url();
-    if (url.startsWith(config.base) || url.startsWith("data:")) return route.continue();
-    blocked.push(url);
-    return route.abort();
-  });
-  for (const pagePath of config.pages) {
-    const page = await context.newPage();
-    const errors = [];
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text().slice(0, 200)); });
-    page.on("pageerror", (e) => errors.push(String(e).slice(0, 200)));
-    await page.goto(config.base + pagePath, { waitUntil: "load" });
-    const explorers = await page.$$(".annotated-ssm-explorer");
-    const widgetViews = await page.$$eval(
-      "script[type='application/vnd.jupyter.widget-view+json']", (s) => s.length);
-    for (const [index, root] of explorers.entries()) {
-      const loadErrors = errors.length;
-      const result = { page: pagePath, index, controls: [], widgetViews, blocked,
-                       pageErrors: errors.slice(0, loadErrors) };
-      result.title = await root.evaluate((r) => r.querySelector("strong").textContent);
-      result.bytes = await root.evaluate(
-        (r) => r.outerHTML.length + r.nextElementSibling.outerHTML.length);
-      result.frames = await root.evaluate(
-        (r) => JSON.parse(r.getAttribute("data-explorer")).frames.length);
-      const controls = await root.$$("[data-control]");
-      for (const [k, control] of controls.entries()) {
-        // A control disabled here must change nothing (try another value), and some
-        // setting of the other controls must enable it: then it is moved like the rest.
-        let idle = null;
-        if (await isDisabled(control)) {
-          const start = await control.evaluate((c) => c.value);
-          const before = await frameOf(root);
-          await setValue(control, start === "0" ? "1" : "0");
-          const after = await frameOf(root);
-          await setValue(control, start);
-          idle = { inert: before.src === after.src, enabledBy: await enable(controls, k) };
-        }
-        const before = await frameOf(root);
-        const kind = await control.evaluate((c) => c.tagName.toLowerCase());
-        let moved;
-        if (kind === "select") {
-          const count = await control.evaluate((c) => c.options.length);
-          const value = await control.evaluate((c) => c.value);
-          const target = String((parseInt(value, 10) + 1) % count);
-          await control.selectOption(target);
-          moved = `select ${value} -> ${target}`;
-        } else {
-          const [value, max] = await control.evaluate((c) => [c.value, c.max]);
-          await control.focus();
-          await page.keyboard.press(value === max ? "ArrowLeft" : "ArrowRight");
-          moved = `slider ${value} -> ${await control.evaluate((c) => c.value)}`;
-        }
-        await page.waitForFunction((r) => r.querySelector("img").complete, root);
-        const after = await frameOf(root);
-        const label = await control.evaluate(
-          (c) => c.closest("label").textContent.trim().slice(0, 40));
-        result.controls.push({ label, moved, idle, before: before.frame, after: after.frame,
-                               changed: before.frame !== after.frame && before.src !== after.src
-                                 && after.decoded });
-      }
-      // A phone: the explorer must fit 400 px without scrolling sideways.
-      await page.setViewportSize({ width: 400, height: 800 });
-      result.phone = await root.evaluate((r) => ({ width: r.getBoundingClientRect().width,
-        img: r.querySelector("img").getBoundingClientRect().width,
-        scroll: r.scrollWidth > r.clientWidth + 1 }));
-      await page.setViewportSize({ width: 1280, height: 900 });
-      result.errors = errors.slice(loadErrors);  // raised while the controls moved: the explorer's
-      errors.length = loadErrors;
-      console.log(JSON.stringify(result));
-    }
-    if (!explorers.length) console.log(JSON.stringify({ page: pagePath, index: -1, errors }));
-    await page.close();
-  }
-  await browser.close();
-})().catch((e) => { console.error(e); process.exit(2); });
-"""
+def set_value(control: ElementHandle, value: str) -> None:
+    control.evaluate(SET_VALUE, value)
+
+
+def enable(controls: list[ElementHandle], k: int) -> str:
+    """Moves the other (enabled) controls, one at a time, until ``controls[k]`` is enabled;
+    the label of the control that enabled it ("" if none did), leaving that setting in place."""
+    for j, other in enumerate(controls):
+        if j == k or disabled(other):
+            continue
+        start = other.evaluate("c => c.value")
+        for value in other.evaluate(VALUES_OF):
+            set_value(other, value)
+            if not disabled(controls[k]):
+                return other.evaluate(LABEL).split(" ")[0]
+        set_value(other, start)
+    return ""
+
+
+def move(page: Page, root: ElementHandle, controls: list[ElementHandle], k: int) -> dict:
+    """Moves ``controls[k]`` as a reader would; what the figure did."""
+    control = controls[k]
+    # A control disabled here must change nothing (try another value), and some setting of
+    # the other controls must enable it: then it is moved like the rest.
+    idle = None
+    if disabled(control):
+        start = control.evaluate("c => c.value")
+        before = frame_of(root)
+        set_value(control, "1" if start == "0" else "0")
+        after = frame_of(root)
+        set_value(control, start)
+        idle = {"inert": before["src"] == after["src"], "enabledBy": enable(controls, k)}
+    before = frame_of(root)
+    if control.evaluate("c => c.tagName.toLowerCase()") == "select":
+        count = control.evaluate("c => c.options.length")
+        value = control.evaluate("c => c.value")
+        target = str((int(value) + 1) % count)
+        control.select_option(target)
+        moved = f"select {value} -> {target}"
+    else:
+        value, maximum = control.evaluate("c => [c.value, c.max]")
+        control.focus()
+        page.keyboard.press("ArrowLeft" if value == maximum else "ArrowRight")
+        moved = f"slider {value} -> {control.evaluate('c => c.value')}"
+    page.wait_for_function("r => r.querySelector('img').complete", arg=root)
+    after = frame_of(root)
+    return {"label": control.evaluate(LABEL)[:40], "moved": moved, "idle": idle,
+            "before": before["frame"], "after": after["frame"],
+            "changed": (before["frame"] != after["frame"] and before["src"] != after["src"]
+                        and after["decoded"])}
+
+
+def check_page(page: Page, url: str, name: str, blocked: list[str]) -> list[dict]:
+    """One result per explorer on the page (one with index -1 if it holds none)."""
+    errors = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text[:200]))
+    page.on("pageerror", lambda e: errors.append(str(e)[:200]))
+    page.goto(url, wait_until="load")
+    explorers = page.query_selector_all(".annotated-ssm-explorer")
+    widget_views = page.eval_on_selector_all(
+        "script[type='application/vnd.jupyter.widget-view+json']", "s => s.length")
+    results = []
+    for index, root in enumerate(explorers):
+        load_errors = len(errors)
+        result = {"page": name, "index": index, "widgetViews": widget_views, "blocked": blocked,
+                  "pageErrors": errors[:load_errors],
+                  "title": root.evaluate("r => r.querySelector('strong').textContent"),
+                  "bytes": root.evaluate(
+                      "r => r.outerHTML.length + r.nextElementSibling.outerHTML.length"),
+                  "frames": root.evaluate(
+                      "r => JSON.parse(r.getAttribute('data-explorer')).frames.length")}
+        controls = root.query_selector_all("[data-control]")
+        result["controls"] = [move(page, root, controls, k) for k in range(len(controls))]
+        # A phone: the explorer must fit 400 px without scrolling sideways.
+        page.set_viewport_size({"width": 400, "height": 800})
+        result["phone"] = root.evaluate("""r => ({ width: r.getBoundingClientRect().width,
+            img: r.querySelector("img").getBoundingClientRect().width,
+            scroll: r.scrollWidth > r.clientWidth + 1 })""")
+        page.set_viewport_size({"width": 1280, "height": 900})
+        result["errors"] = errors[load_errors:]  # raised while the controls moved: the explorer's
+        del errors[load_errors:]
+        results.append(result)
+    return results or [{"page": name, "index": -1, "errors": errors}]
 
 
 def explorer_pages(site: pathlib.Path) -> list[str]:
@@ -199,50 +176,45 @@ def failures(result: dict) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site", type=pathlib.Path, default=ROOT / "_build" / "html")
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--node-modules", type=pathlib.Path,
-                        default=ROOT / ".node" / "node_modules",
-                        help="a node_modules folder holding playwright-core "
-                             "(default: .node/, `make node`)")
+    parser.add_argument("--chromium", default=CHROMIUM)
     args = parser.parse_args(argv)
     pages = explorer_pages(args.site)
     if not pages:
         print(f"no page of {args.site} holds a static explorer")
         return 1
-    server = serve(args.site)
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
-    with tempfile.TemporaryDirectory() as tmp:
-        driver, config = pathlib.Path(tmp, "driver.js"), pathlib.Path(tmp, "config.json")
-        driver.write_text(DRIVER)
-        config.write_text(json.dumps({"base": base, "pages": pages, "chromium": args.chromium,
-                                      "flags": FLAGS}))
-        run = subprocess.run(["node", str(driver), str(config)], capture_output=True, text=True,
-                             env={**os.environ, "NODE_PATH": str(args.node_modules)})
-    server.shutdown()
-    if run.returncode:
-        print(run.stdout, run.stderr, sep="\n")
-        return 1
     failed = 0
-    for line in run.stdout.splitlines():
-        result = json.loads(line)
-        bad = failures(result)
-        failed += bool(bad)
-        if result["index"] < 0:
-            print(f"{result['page']}: FAIL {bad}")
-            continue
-        moves = ", ".join(f"{c['label'].split()[0]} {c['before']}->{c['after']}"
-                          + (f" (disabled until {c['idle']['enabledBy'] or '?'} moved)"
-                             if c["idle"] else "")
-                          for c in result["controls"])
-        print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: "
-              f"{result['bytes'] / 1e6:.2f} MB, "
-              f"{result['frames']} frames; moved {moves}; phone {result['phone']['img']:.0f} px: "
-              + ("ok" if not bad else "FAIL " + "; ".join(bad)))
-        # Errors while the page loaded are the theme's: tools/check_site.py reports them.
-        if result["pageErrors"]:
-            print(f"    (console errors while the page loaded: {result['pageErrors'][:3]})")
+    blocked = []
+    with serve(args.site) as base, chromium(args.chromium) as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        offline(context, base, blocked)
+        for name in pages:
+            page = context.new_page()
+            results = check_page(page, base + name, name, blocked)
+            page.close()
+            for result in results:
+                failed += report(result)
     print(f"{failed} explorer(s) failing" if failed else "every explorer moves, offline")
     return 1 if failed else 0
+
+
+def report(result: dict) -> bool:
+    """Prints one explorer's result; True if it fails."""
+    bad = failures(result)
+    if result["index"] < 0:
+        print(f"{result['page']}: FAIL {bad}")
+        return True
+    moves = ", ".join(f"{c['label'].split()[0]} {c['before']}->{c['after']}"
+                      + (f" (disabled until {c['idle']['enabledBy'] or '?'} moved)"
+                         if c["idle"] else "")
+                      for c in result["controls"])
+    print(f"{result['page']} #{result['index']} {result['title'][:50]!r}: "
+          f"{result['bytes'] / 1e6:.2f} MB, "
+          f"{result['frames']} frames; moved {moves}; phone {result['phone']['img']:.0f} px: "
+          + ("ok" if not bad else "FAIL " + "; ".join(bad)))
+    # Errors while the page loaded are the theme's: tools/check_site.py reports them.
+    if result["pageErrors"]:
+        print(f"    (console errors while the page loaded: {result['pageErrors'][:3]})")
+    return bool(bad)
 
 
 if __name__ == "__main__":

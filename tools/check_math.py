@@ -1,10 +1,14 @@
-"""Typeset every math span of the book with MathJax 3 and the site's macros; list failures.
+"""Typeset every math span of the book with MathJax 3; list failures.
 
 Math is found the way the website finds it: markdown-it with myst's ``dollarmath`` and
 ``amsmath`` extensions (``$...$``, ``$$...$$``, ``\\begin{...}`` blocks), in every markdown
 cell of book/*.ipynb and in book/*.md. Each span goes through MathJax 3 in node
 (tools/mathjax_check.js, mathjax-full installed into .node/ by ``make node``); unknown
-macros count as failures.
+macros count as failures (the book defines none: chapters are also read in Jupyter and Colab,
+which would not know them).
+
+This is the book's one MathJax check; it needs no built website. (tools/check_site.py, on the
+built site, no longer inspects MathJax.)
 
     python tools/check_math.py                 # every chapter and page; exit 1 on failure
     python tools/check_math.py book/04_s4.ipynb
@@ -18,7 +22,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 
 import yaml
@@ -46,12 +49,6 @@ def site_extensions() -> set[str]:
     return set(config["parse"]["myst_enable_extensions"])
 
 
-def site_macros() -> dict:
-    """The MathJax macros the website defines (_config.yml, sphinx.config.mathjax3_config)."""
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    return config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
-
-
 def markdown_sources(path: pathlib.Path) -> list[tuple[str, str]]:
     """(label, markdown) for a page, or for each markdown cell of a notebook."""
     if path.suffix == ".md":
@@ -77,20 +74,15 @@ def extract(markdown: str, where: str, extensions: set[str]) -> list[Span]:
     return spans
 
 
-def typeset(spans: list[Span], macros: dict) -> list[str | None]:
+def typeset(spans: list[Span]) -> list[str | None]:
     """MathJax's error message for each span (None where it typesets)."""
     if not (NODE_MODULES / "mathjax-full").is_dir():
         raise SystemExit("mathjax-full is missing: run `make node` (npm installs it into .node/)")
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
-        json.dump(macros, file)
-    try:
-        lines = "".join(json.dumps({"tex": s.tex, "display": s.display}) + "\n" for s in spans)
-        result = subprocess.run(
-            ["node", str(ROOT / "tools" / "mathjax_check.js"), file.name], input=lines,
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "NODE_PATH": str(NODE_MODULES)})
-    finally:
-        os.unlink(file.name)
+    lines = "".join(json.dumps({"tex": s.tex, "display": s.display}) + "\n" for s in spans)
+    result = subprocess.run(
+        ["node", str(ROOT / "tools" / "mathjax_check.js")], input=lines,
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "NODE_PATH": str(NODE_MODULES)})
     return [json.loads(line)["error"] for line in result.stdout.splitlines()]
 
 
@@ -103,7 +95,7 @@ def check(paths: list[pathlib.Path]) -> tuple[list[Span], list[tuple[Span, str]]
     extensions = site_extensions()
     spans = [span for path in paths for where, text in markdown_sources(path.resolve())
              for span in extract(text, where, extensions)]
-    errors = typeset(spans, site_macros())
+    errors = typeset(spans)
     return spans, [(span, error) for span, error in zip(spans, errors) if error is not None]
 
 

@@ -1,11 +1,11 @@
 """Open every page of the built website in headless Chromium, offline, and report problems.
 
-Serves _build/html on localhost, opens each page in Chromium (driven by playwright-core
-from .node/, installed by `make node`) with every request that leaves localhost blocked, on
+Serves _build/html on localhost, opens each page in Chromium (the system's, driven by
+Python's playwright; tools/browser.py) with every request that leaves localhost blocked, on
 a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
 
-- MathJax errors (TeX that does not parse, macros nobody defined), console errors and
-  uncaught exceptions, blocked requests;
+- console errors and uncaught exceptions, blocked requests (MathJax is checked by
+  tools/check_math.py, on the chapters' sources, in `make test`);
 - code or output blocks with lines over 100 characters, and any that scroll sideways at
   1280 px or at 1920 px (the article leaves room for 100 characters at desktop widths:
   tools/sphinx_ext/static/site_layout.css);
@@ -25,38 +25,30 @@ is checked, and a redirect to a page that does not exist is a problem.
                                                              # 400 px with ☰ and Contents opened,
                                                              # the S4 chapter's headings, each
                                                              # chapter's first figure at 400 px
-Needs Chromium (Debian: apt-get install chromium; or --chromium PATH).
+Needs Chromium (Debian: apt-get install chromium; or --chromium PATH). The checks that run
+inside each page are in tools/check_site.js.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
-import json
-import os
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
-import threading
+import time
+
+from playwright.sync_api import Browser, Page
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from browser import CHROMIUM, chromium, offline, serve  # noqa: E402  (tools/ is not a package)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NODE_MODULES = ROOT / ".node" / "node_modules"
-
-
-def serve(folder: pathlib.Path) -> http.server.ThreadingHTTPServer:
-    """A quiet static file server for ``folder`` on a free localhost port, in a thread."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+# The checks that run inside each page (globals: inspect, scrollingBlocks, cutOff, onScreen).
+IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
+MAX_CODE_LINE = 100
+WIDE = 1920  # a wide desktop, measured besides 1280 px
+PRIMARY = ".bd-sidebar-primary"
+SECONDARY = ".bd-sidebar-secondary"
 
 
 def pages(site: pathlib.Path) -> list[str]:
@@ -86,8 +78,7 @@ def redirect(site: pathlib.Path, page: str) -> str | None:
 
 def problems(report: dict) -> list[str]:
     """One line per problem in a page's report (empty: the page is clean)."""
-    lines = [f"MathJax error: {error}" for error in report["mathErrors"]]
-    lines += [f"console error: {text}" for text in report["console"]]
+    lines = [f"console error: {text}" for text in report["console"]]
     lines += [f"exception: {text}" for text in report["exceptions"]]
     lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
     if report["overflow"]:
@@ -101,26 +92,195 @@ def problems(report: dict) -> list[str]:
 
 def summary(report: dict) -> str:
     """What was measured on a page, problems or not."""
-    return (f"{report['math']} math; 1280 px: {len(report['scrolling'])} of {report['blocks']} "
+    return (f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
             f"code/output blocks scroll sideways (1920 px: {len(report['scrollingWide'])}), "
             f"{len(report['cutDesktop'])} cut off, "
             f"{len(report['togglesDesktop'])} button failures; 400 px: "
             f"{len(report['cutPhone'])} cut off, {len(report['togglesPhone'])} button failures")
 
 
+def slug(name: str) -> str:
+    """A page's name as part of a file name."""
+    return re.sub(r"\W+", "_", name)
+
+
+def shown_button(page: Page, selector: str):
+    """The first shown button matching ``selector`` (the themes also render hidden copies)."""
+    buttons = page.locator(selector)
+    return next((buttons.nth(i) for i in range(buttons.count()) if buttons.nth(i).is_visible()),
+                None)
+
+
+def on_screen(page: Page, selector: str) -> bool:
+    return page.evaluate("selector => onScreen(selector)", selector)
+
+
+def becomes(page: Page, selector: str, want: bool) -> bool:
+    """Waits until ``on_screen(selector)`` says ``want``; False if not within 3 s."""
+    deadline = time.monotonic() + 3
+    while True:
+        if on_screen(page, selector) == want:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        page.wait_for_timeout(50)
+
+
+def toggles(page: Page, phone: bool, shot) -> list[str]:
+    """Presses ☰ and Contents (taps them on a phone) and says what did not work.
+
+    On a phone ☰ must open the navigation drawer and Contents the page's table of contents;
+    on a desktop ☰ hides the navigation column (and shows it again), and Contents, where the
+    page shows the button instead of the table of contents, opens it. ``shot(name)``
+    screenshots each opened drawer.
+    """
+    found = []
+
+    def press(button):
+        button.tap() if phone else button.click()
+
+    def close(selector, button) -> bool:
+        # A drawer is a modal dialog (Escape closes it); the desktop column toggles back.
+        if page.locator(f"dialog{selector}[open]").count():
+            page.keyboard.press("Escape")
+        else:
+            press(button)
+        return becomes(page, selector, not phone)
+
+    menu = shown_button(page, ".primary-toggle")
+    if menu is None:
+        found.append("no ☰ button to show the site's navigation")
+    else:
+        before = on_screen(page, PRIMARY)
+        if phone and before:
+            found.append("the navigation is open before ☰ is tapped")
+        press(menu)
+        if not becomes(page, PRIMARY, not before):
+            found.append("tapping ☰ does not open the site's navigation" if phone else
+                         f"clicking ☰ does not {'hide' if before else 'show'} the site's navigation")
+        else:
+            if phone:
+                shot("menu")
+            if not close(PRIMARY, menu):
+                found.append("the navigation does not close again")
+
+    # The page's table of contents, where the page has one.
+    if page.locator(f"{SECONDARY} nav a, {SECONDARY} .page-toc a").count():
+        contents = shown_button(page, ".secondary-toggle")
+        if contents is not None:
+            press(contents)
+            if not becomes(page, SECONDARY, True):
+                found.append(f"{'tapping' if phone else 'clicking'} Contents does not open the "
+                             "page's table of contents")
+            else:
+                if phone:
+                    shot("contents")
+                if page.locator(f"dialog{SECONDARY}[open]").count():
+                    page.keyboard.press("Escape")
+                    if not becomes(page, SECONDARY, False):
+                        found.append("Contents does not close again")
+        elif not on_screen(page, SECONDARY):
+            found.append("the page's table of contents is neither shown nor behind a Contents "
+                         "button")
+    return found
+
+
+def wait_for_math(page: Page) -> None:
+    """Until MathJax has typeset the page. A page with math has MathJax's configuration object
+    before the script itself has loaded (no startup yet): wait for the script whenever the
+    page holds math."""
+    page.wait_for_function("""() => {
+        const mj = window.MathJax;
+        if (mj && mj.startup && mj.startup.promise) return true;
+        return !document.querySelector(".math, mjx-container") && !mj;
+    }""", timeout=20000)
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+
+
+def open_page(browser: Browser, base: str, url: str, width: int) -> tuple[Page, dict]:
+    """``url`` on a phone (under 600 px: touch screen) or a desktop, typeset; the page and its
+    report so far (console errors, exceptions, blocked requests)."""
+    phone = width < 600
+    context = browser.new_context(
+        viewport={"width": width, "height": 800 if phone else 900},
+        **({"is_mobile": True, "has_touch": True} if phone else {}))
+    context.add_init_script(script=IN_PAGE)
+    report = {"console": [], "exceptions": [], "blocked": []}
+    offline(context, base, report["blocked"])
+    page = context.new_page()
+    page.on("console", lambda message: message.type == "error"
+            and report["console"].append(message.text[:200]))
+    page.on("pageerror", lambda error: report["exceptions"].append(str(error)[:200]))
+    page.goto(url, wait_until="load")
+    wait_for_math(page)
+    return page, report
+
+
+def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | None) -> dict:
+    """One page's report: at 1280 px (and 1920 px), then on a 400 px phone."""
+    page, report = open_page(browser, base, base + name, 1280)
+    report.update(page.evaluate("max => inspect(max)", MAX_CODE_LINE), page=name)
+    report["scrolling"] = page.evaluate("() => scrollingBlocks()")
+    report["cutDesktop"] = page.evaluate("() => cutOff()")
+    report["togglesDesktop"] = toggles(page, False, lambda what: None)
+    # A wide screen, where the page's table of contents has a column of its own.
+    page.set_viewport_size({"width": WIDE, "height": 900})
+    page.wait_for_timeout(100)
+    report["scrollingWide"] = page.evaluate("() => scrollingBlocks()")
+    page.context.close()
+    # The same page on a phone: console errors and exceptions there count too.
+    phone, phone_report = open_page(browser, base, base + name, 400)
+    report["cutPhone"] = phone.evaluate("() => cutOff()")
+
+    def shot(what):
+        if shots:
+            phone.screenshot(path=shots / f"{what}_{slug(name)}_400.png")
+
+    report["togglesPhone"] = toggles(phone, True, shot)
+    for key in ("console", "exceptions", "blocked"):
+        report[key] += [item for item in phone_report[key] if item not in report[key]]
+    phone.context.close()
+    return report
+
+
+def screenshots(browser: Browser, base: str, headings_page: str, chapters: list[str],
+                shots: pathlib.Path) -> None:
+    """The S4 chapter's headings at desktop width (the page's table of contents, opened with
+    the Contents button where the page keeps it behind one), and the first figure of each
+    chapter on a 400 px phone."""
+    page, _ = open_page(browser, base, base + headings_page, 1280)
+    contents = shown_button(page, ".secondary-toggle")
+    if contents is not None:
+        contents.click()
+        becomes(page, SECONDARY, True)
+    toc = page.locator(SECONDARY).filter(visible=True).first
+    target = page if not toc.count() else toc
+    target.screenshot(path=shots / "s4_headings_1280.png")
+    page.context.close()
+    for name in chapters:
+        page, _ = open_page(browser, base, base + name, 400)
+        figure = page.locator("article .cell_output img").first
+        if figure.count():
+            figure.scroll_into_view_if_needed()
+            box = figure.bounding_box()
+            shot = shots / f"{slug(name)}_400.png"
+            figure.screenshot(path=shot)
+            natural = figure.evaluate("img => img.naturalWidth")
+            print(f"{name}: first figure shown {round(box['width'])} px wide "
+                  f"(drawn {natural} px) -> {shot}")
+        page.context.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--site", type=pathlib.Path, default=ROOT / "_build" / "html")
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromium", default=CHROMIUM)
     parser.add_argument("--shots", type=pathlib.Path, help="folder for screenshots")
     parser.add_argument("pages", nargs="*", help="pages to check (default: all)")
     args = parser.parse_args(argv)
     if not (args.site / "index.html").exists():
         raise SystemExit(f"no website in {args.site}: run `make book` first")
-    if not (NODE_MODULES / "playwright-core").is_dir():
-        raise SystemExit("playwright-core is missing: run `make node`")
-    server = serve(args.site)
     chosen, redirects = [], {}
     for page in args.pages or pages(args.site):
         target = redirect(args.site, page)
@@ -133,42 +293,25 @@ def main(argv: list[str] | None = None) -> int:
                 chosen.append(target)
     chosen = list(dict.fromkeys(chosen))  # a page reached directly and by a redirect: once
     chapters = [page for page in chosen if page.startswith("book/0")]
-    config = {
-        "base": f"http://127.0.0.1:{server.server_port}/",
-        "pages": chosen,
-        "chromium": args.chromium,
-        "shots": str(args.shots) if args.shots else None,
-        "headings_page": next((p for p in chapters if "s4.html" in p), chosen[0]),
-        "figure_pages": chapters,
-    }
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
-        json.dump(config, file)
-    try:
-        run = subprocess.run(["node", str(ROOT / "tools" / "check_site.js"), file.name],
-                             capture_output=True, text=True,
-                             env={**os.environ, "NODE_PATH": str(NODE_MODULES)})
-    finally:
-        os.unlink(file.name)
-        server.shutdown()
-    if run.returncode != 0:
-        raise SystemExit(f"the browser run failed:\n{run.stderr}")
     bad = 0
     for page, target in redirects.items():
         missing = not (args.site / target).exists()
         bad += missing
         print(f"{page}: redirects to {target}" + (", which does not exist" if missing else ""))
-    for line in run.stdout.splitlines():
-        report = json.loads(line)
-        if "figure" in report:
-            print(f"{report['figure']}: first figure shown {report['width']} px wide "
-                  f"(drawn {report['natural']} px) -> {report['shot']}")
-            continue
-        found = problems(report)
-        bad += bool(found)
-        print(f"{report['page']}: {summary(report)}: "
-              + ("OK" if not found else f"{len(found)} problem(s)"))
-        for problem in found:
-            print(f"    {problem}")
+    if args.shots:
+        args.shots.mkdir(parents=True, exist_ok=True)
+    with serve(args.site) as base, chromium(args.chromium) as browser:
+        for page in chosen:
+            report = check_page(browser, base, page, args.shots)
+            found = problems(report)
+            bad += bool(found)
+            print(f"{page}: {summary(report)}: "
+                  + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
+            for problem in found:
+                print(f"    {problem}")
+        if args.shots:
+            headings = next((p for p in chapters if "s4.html" in p), chosen[0])
+            screenshots(browser, base, headings, chapters, args.shots)
     print(f"{len(chosen) + len(redirects)} pages, {bad} with problems")
     return 1 if bad else 0
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import re
 import sys
 import tomllib
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Pinned to their floor in .venv-floors; everything else gets the newest allowed version.
 PINNED = ("jax", "flax", "optax", "ipywidgets")
-REQUIREMENT = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*>=\s*([0-9][0-9A-Za-z.]*)")
 
 
 def requirements() -> list[str]:
@@ -32,11 +33,12 @@ def requirements() -> list[str]:
 def floors() -> dict[str, str]:
     """Distribution name -> lowest allowed version, for every requirement with a ``>=``."""
     found = {}
-    for requirement in requirements():
-        match = REQUIREMENT.match(requirement)
-        if match is None:
-            raise ValueError(f"pyproject.toml: requirement {requirement!r} has no `>=` floor")
-        found[match.group(1).lower()] = match.group(3)
+    for text in requirements():
+        requirement = Requirement(text)
+        lowest = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        if len(lowest) != 1:
+            raise ValueError(f"pyproject.toml: requirement {text!r} has no single `>=` floor")
+        found[canonicalize_name(requirement.name)] = lowest[0]
     return found
 
 
@@ -49,7 +51,7 @@ def pins() -> list[str]:
     pinned = [f"{name}=={table[name]}" for name in PINNED]
     # jaxlib moves in lockstep with jax; pin it too, or pip picks the newest compatible one.
     pinned.append(f"jaxlib=={table['jax']}")
-    rest = [r for r in requirements() if REQUIREMENT.match(r).group(1).lower() not in PINNED]
+    rest = [r for r in requirements() if canonicalize_name(Requirement(r).name) not in PINNED]
     return pinned + rest
 
 

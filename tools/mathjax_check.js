@@ -1,14 +1,13 @@
 // Typeset TeX with MathJax 3 (mathjax-full, as on the website) and report what fails.
 //
-//   node tools/mathjax_check.js MACROS.json < spans.jsonl > results.jsonl
+//   node tools/mathjax_check.js < spans.jsonl > results.jsonl
 //
-// MACROS.json holds the site's macros ({"name": "definition" | ["definition", nargs]}).
 // Each input line is {"tex": "...", "display": true|false}; each output line is
 // {"ok": bool, "error": "message or null"}. Undefined macros are errors here, although
-// the website (with the `noundefined` package) would show them as red text.
+// the website (with the `noundefined` package) would show them as red text. The book
+// defines no macros of its own: Jupyter and Colab would not know them.
 // The Makefile installs mathjax-full into .node/ (git-ignored); NODE_PATH points there.
 "use strict";
-const fs = require("fs");
 const readline = require("readline");
 const { mathjax } = require("mathjax-full/js/mathjax.js");
 const { TeX } = require("mathjax-full/js/input/tex.js");
@@ -25,11 +24,9 @@ const PACKAGES = [
   "html", "mathtools", "upgreek", "unicode", "verb",
 ];
 
-const macros = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 let lastError = null;
 const tex = new TeX({
   packages: PACKAGES,
-  macros,
   formatError(jax, error) {
     lastError = error.message;
     return jax.formatError(error);

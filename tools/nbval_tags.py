@@ -14,10 +14,11 @@ The setup cell (the first code cell) is left alone: tools/setup_cell.py writes i
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import re
 import sys
+
+import nbformat
 
 MARKER = re.compile(r"^\s*#\s*NBVAL_([A-Z_]+)\s*$")
 REASON = re.compile(r"^\s*#\s*\(nbval:\s*(.*?)\)\s*$")
@@ -38,7 +39,7 @@ def convert_cell(cell: dict) -> bool:
         return False
     if kept:
         kept[-1] = kept[-1].rstrip("\n")
-    cell["source"] = kept
+    cell["source"] = "".join(kept)
     metadata = cell["metadata"]
     metadata["tags"] = sorted(set(metadata.get("tags", [])) | set(tags))
     if reasons:
@@ -52,12 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=pathlib.Path)
     args = parser.parse_args(argv)
     for path in args.notebooks:
-        notebook = json.loads(path.read_text())
-        code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+        notebook = nbformat.read(path, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         changed = [convert_cell(cell) for cell in code[1:]]  # code[0]: the setup cell
         if any(changed):
-            text = json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
-            path.write_text(text + "\n")
+            nbformat.write(notebook, path)
             print(f"{path}: {sum(changed)} cells now tagged")
     return 0
 

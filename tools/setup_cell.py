@@ -25,6 +25,8 @@ import re
 import sys
 import tomllib
 
+import nbformat
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from floors import floors  # noqa: E402  (tools/ is not a package)
 
@@ -227,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stale = []
     for path in args.notebooks:
-        notebook = json.loads(path.read_text())
-        first = next((c for c in notebook["cells"] if c["cell_type"] == "code"), None)
+        notebook = nbformat.read(path, as_version=4)
+        first = next((c for c in notebook.cells if c.cell_type == "code"), None)
         if first is not None and is_current(first, source):
             continue
         stale.append(path)
@@ -237,13 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         if first is None or not "".join(first["source"]).startswith("# Setup:"):
             raise SystemExit(f"{path}: the first code cell is not a setup cell; "
                              "add one starting with '# Setup:'")
-        first["source"] = source.splitlines(keepends=True)
+        first["source"] = source
         # Collapsed on the website (the reader wants the chapter, not the install logic).
         tags = set(first["metadata"].get("tags", [])) | {TAG, NBVAL_TAG}
         first["metadata"]["tags"] = sorted(tags)
         first["metadata"]["nbval_reason"] = NBVAL_REASON
-        text = json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
-        path.write_text(text + "\n")
+        nbformat.write(notebook, path)
         print(f"updated {path}")
     if args.check and stale:
         print("first cell differs from tools/setup_cell.py in: " + ", ".join(map(str, stale)))
