@@ -2,7 +2,7 @@
 ``plt.show()``, so the same code serves the notebooks, the widgets and scripts.
 
 This module only draws: the numbers come from the modules of their concepts (``ssm``,
-``hippo``, ``init``, ``kernels``). The explorers' figures live in
+``hippo``, ``init``, ``kernels``, ``explorer_numerics``). The explorers' figures live in
 :mod:`annotated_ssm.explorer_figures`; both use ``PAGE_STYLE`` for figures that must stay
 legible on a phone.
 """
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 import numpy as np
 
-from .init import FIGURE3_STEP, FIGURE3_T_MAX, legs_exact_basis, legs_n_basis
+from .explorer_numerics import FIGURE3_STEP, FIGURE3_T_MAX, legs_exact_basis, legs_n_basis
 
 __all__ = ["complex_plane", "PAGE_WIDTH", "PAGE_STYLE", "page_style"]
 
