@@ -294,9 +294,17 @@ DIAGONAL_KERNEL_SLOTS = 256  # states are padded to this many: one compiled kern
 
 @functools.lru_cache(maxsize=64)
 def _seeded_init(name: str, N: int, real_part: float, imag_scale: float) -> np.ndarray:
-    """:func:`annotated_ssm.init.diagonal_init` with the fixed key 0, cached per setting."""
+    """:func:`annotated_ssm.init.diagonal_init` with the fixed key 0, cached per setting.
+    S4D-LegS takes its imaginary parts from :func:`legs_eigenvalues` (O(N²), where the
+    layers' ``dplr_legs`` is O(N³)): the same numbers to 1e-10 relative."""
     if name == "real":
         return diagonal_init("real", N).astype(np.complex128)
+    if name == "legs":
+        if not (np.isfinite(real_part) and real_part < 0 and np.isfinite(imag_scale)
+                and imag_scale >= 0):
+            raise ValueError(f"real_part must be finite and < 0, imag_scale finite and >= 0; "
+                             f"got real_part={real_part}, imag_scale={imag_scale}.")
+        return real_part + 1j * imag_scale * legs_eigenvalues(N).imag
     return diagonal_init(name, N, key=jax.random.key(0), real_part=real_part,
                          imag_scale=imag_scale)
 

@@ -70,8 +70,9 @@ DIAGONAL_ABLATIONS = {
 @functools.lru_cache(maxsize=16)
 def _legs_imag(N: int) -> np.ndarray:
     """The N/2 positive μ with -1/2 + iμ an eigenvalue of HiPPO-N, decreasing (read-only):
-    from the Hermitian eigensolver of :func:`annotated_ssm.hippo.dplr_legs`, cached per N
-    (O(N³): milliseconds up to N = 512, seconds at N = 2048)."""
+    from the Hermitian eigensolver of :func:`annotated_ssm.hippo.dplr_legs` (O(N³)), cached
+    per N. The explorers, which go to N = 2048, use an O(N²) root finder instead
+    (:func:`annotated_ssm.explorer_numerics.legs_eigenvalues`, equal to 1e-10 relative)."""
     mu = dplr_legs(N)[0][: N // 2].imag.copy()
     mu.setflags(write=False)
     return mu

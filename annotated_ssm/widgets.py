@@ -61,12 +61,10 @@ __all__ = [
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
 #: Colours fitted to each static frame (octree), on top of the colours its lines and
 #: markers are drawn in, which the palette always holds exactly (:func:`figure_image`). A
-#: palette PNG is three to four times smaller than a full-colour one; the chapters'
-#: frames are 0-11% larger than with the 32 fitted colours used before, which lost colours.
+#: palette PNG is several times smaller than a full-colour one.
 STATIC_COLORS = 64
-#: zlib level of the live widget's PNG: level 1 encodes the S5 explorer's figure in 11 ms
-#: instead of the default 6's 17 ms, for 5% more bytes, which only travel from the kernel
-#: to the browser.
+#: zlib level of the live widget's PNG: level 1 encodes faster than the default 6 for a few
+#: percent more bytes, which only travel from the kernel to the browser.
 LIVE_PNG_COMPRESSION = 1
 
 

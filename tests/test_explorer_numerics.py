@@ -20,6 +20,17 @@ def test_fast_legs_eigenvalues_match_dplr_legs(N):
     np.testing.assert_allclose(fast, diagonal_init("legs", N), rtol=1e-10)
 
 
+@pytest.mark.parametrize("N, real_part, imag_scale", [(64, -0.5, 1.0), (256, -2.0, 0.1)])
+def test_s4d_explorer_legs_is_diagonal_init(N, real_part, imag_scale):
+    """The S4D explorer's S4D-LegS (fast eigenvalues) is diagonal_init's to 1e-10 relative."""
+    A = numerics.diagonal_kernel("legs", N, real_part, imag_scale, "zoh", 0.01).A
+    expected = diagonal_init("legs", N, real_part=real_part, imag_scale=imag_scale)
+    np.testing.assert_array_equal(A.real, real_part)
+    np.testing.assert_allclose(A, expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="real_part"):
+        numerics.diagonal_kernel("legs", N, 0.5, imag_scale, "zoh", 0.01)
+
+
 def test_legs_eigenvalues_bad_input():
     with pytest.raises(ValueError, match="N must be even"):
         numerics.legs_eigenvalues(7)
