@@ -15,8 +15,9 @@ Modules, in the order the book introduces them:
     checkpoint   checkpoints that record the architecture (load_model) and never delete a user's files
     data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders (pooch)
     plotting     the chapters' figures
-    widgets      the interactive explorers (explorer_figures draws them, static_explorer
-                 writes their frames for the website)
+    widgets      the interactive explorers (explorer_numerics computes their numbers and
+                 Figure 3's, explorer_figures draws them, static_explorer writes their
+                 frames for the website)
 
 The core install (``pip install annotated-ssm``) imports none of matplotlib, ipywidgets,
 scikit-learn or mnist1d; ``plotting``, ``explorer_figures``, ``widgets`` and the book's data sets need the extra:

@@ -17,8 +17,8 @@ legible when a phone shrinks the figure to its width. The axes are placed with f
 margins instead of ``tight_layout``: the sizes and fonts never change, and ``tight_layout``
 would draw every figure twice.
 
-This module only draws; :mod:`annotated_ssm.widgets` computes the numbers and wires the
-controls.
+This module only draws: the numbers come from the modules of their concepts and
+:mod:`annotated_ssm.explorer_numerics`; :mod:`annotated_ssm.widgets` wires the controls.
 """
 
 from __future__ import annotations
@@ -350,7 +350,8 @@ class S4DFigure:
 
         Args:
             A, A_bar: (M,) continuous and discrete eigenvalues (A is not drawn: the argument
-                keeps the order of :class:`annotated_ssm.init.DiagonalKernel`).
+                keeps the order of
+                :class:`annotated_ssm.explorer_numerics.DiagonalKernel`).
             basis: (4, L); kernel: (L,); step: Δ; title: the figure's title.
 
         Returns:
@@ -424,7 +425,8 @@ class S5Figure:
             Lambda: (P',) continuous eigenvalues, in block order (P'/blocks per block).
             step: (P',) the timescale Δ of each state.
             Lambda_bar: (P',) discrete eigenvalues exp(ΛΔ) (not drawn: the timescales show
-                them; the argument keeps the order of :class:`annotated_ssm.init.S5System`).
+                them; the argument keeps the order of
+                :class:`annotated_ssm.explorer_numerics.S5InitSystem`).
             responses: (R, T) the impulse responses, in the order of the labels.
             blocks: J, used to colour the eigenvalues by block.
             title: the figure's title.

@@ -1,8 +1,9 @@
 """Figures the chapters show. Each function returns a matplotlib Figure and never calls
 ``plt.show()``, so the same code serves the notebooks, the widgets and scripts.
 
-This module only draws: the numbers come from the modules of their concepts (``ssm``,
-``hippo``, ``init``, ``kernels``). The explorers' figures live in
+This module only draws: every function takes the arrays it shows, computed by the modules
+of their concepts (``ssm``, ``hippo``, ``init``, ``kernels``, ``explorer_numerics``); a
+chapter's cell computes, then draws. The explorers' figures live in
 :mod:`annotated_ssm.explorer_figures`; both use ``PAGE_STYLE`` for figures that must stay
 legible on a phone.
 """
@@ -14,8 +15,6 @@ import contextlib
 import matplotlib.pyplot as plt
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 import numpy as np
-
-from .init import FIGURE3_STEP, FIGURE3_T_MAX, legs_exact_basis, legs_n_basis
 
 __all__ = ["complex_plane", "PAGE_WIDTH", "PAGE_STYLE", "page_style"]
 
@@ -356,27 +355,32 @@ def figure3_panel(ax, t, basis, *, exact=None, title: str = ""):
     return ax
 
 
-def figure3(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX):
-    """The S4D paper's Figure 3, computed, at the page's width: (a) S4-LegS exact (closed
-    form) with its own SSM kernel dotted on top; (b) S4D-LegS ZOH N = 256; (c) N = 1024;
-    (d) N = 1024 bilinear. One legend above the four panels. The paper states neither Δ,
-    the window nor N: these (Δ = 0.002, t ∈ [0, 2.5]) are the book's choice."""
-    L = int(round(t_max / step)) + 1
-    t = step * np.arange(L)
-    exact, ssm = legs_exact_basis(L, step)
+def figure3(t, exact, ssm_kernel, panels: dict):
+    """The S4D paper's Figure 3 at the page's width: (a) S4-LegS exact (closed form) with its
+    own SSM kernel dotted on top; then one panel (b), (c), … per S4D-LegS basis. One legend
+    above the panels. The arrays come from
+    :func:`annotated_ssm.explorer_numerics.figure3_data` (``plotting.figure3(*data)``).
+
+    Args:
+        t: (T,) times.
+        exact: (4, T) S4-LegS's closed-form basis.
+        ssm_kernel: (4, T) S4-LegS's own discrete kernel / Δ.
+        panels: {(N, method): (4, T) S4D-LegS basis}, three entries for the 2×2 grid.
+    """
+    if len(panels) != 3:
+        raise ValueError(f"panels must hold three S4D-LegS bases (b), (c), (d); got {len(panels)}.")
+    names = {"zoh": "ZOH"}
     with page_style():
         fig, axes = plt.subplots(2, 2, figsize=(PAGE_WIDTH, 6.0), sharex=True, sharey=True,
                                  layout=_page_layout())
         axes = axes.ravel()
         figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
-        for n, row in enumerate(ssm):
+        for n, row in enumerate(ssm_kernel):
             axes[0].plot(t, row, color="k", lw=0.9, ls=":",
                          label="(a): SSM kernel / Δ" if n == 0 else None)
-        panels = [(256, "zoh", "(b) S4D-LegS, ZOH, N = 256"),
-                  (1024, "zoh", "(c) S4D-LegS, ZOH, N = 1024"),
-                  (1024, "bilinear", "(d) S4D-LegS, bilinear, N = 1024")]
-        for ax, (N, method, title) in zip(axes[1:], panels):
-            figure3_panel(ax, t, legs_n_basis(N, L, step, method), title=title)
+        for ax, letter, ((N, method), basis) in zip(axes[1:], "bcd", panels.items()):
+            title = f"({letter}) S4D-LegS, {names.get(method, method)}, N = {N}"
+            figure3_panel(ax, t, basis, title=title)
         for ax in axes[:2]:
             ax.set_xlabel("")
         axes[0].set_ylim(-2.5, 3.5)

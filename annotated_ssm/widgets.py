@@ -12,7 +12,9 @@ whenever a control moves. Its display bundle carries two forms of it:
   to skip the widget view, so the site shows this form.
 
 This module only wires controls to functions: the numbers come from the modules of their
-concepts (``hippo``, ``init``, ``discretize``, ``kernels``, ``ssm``) and the figures from
+concepts (``hippo``, ``discretize``, ``kernels``, ``ssm``) and, where an explorer needs
+padded, cached or closed-form versions to redraw fast, from
+:mod:`annotated_ssm.explorer_numerics`; the figures come from
 :mod:`annotated_ssm.explorer_figures`.
 """
 
@@ -36,8 +38,10 @@ from PIL import Image
 
 from . import explorer_figures, hippo, ssm
 from .discretize import METHODS, discretize
-from .init import (DIAGONAL_INITS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel, legs_exact_basis,
-                   legs_n_basis, s5_system, warm_up_diagonal_kernel)
+from .explorer_numerics import (FIGURE3_SLOTS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel,
+                                legs_exact_basis, legs_n_basis, s5_init_system,
+                                warm_up_diagonal_kernel)
+from .init import DIAGONAL_INITS
 from .kernels import naive_kernel
 from .static_explorer import StaticControl, StaticFrames, static_html
 
@@ -57,12 +61,10 @@ __all__ = [
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
 #: Colours fitted to each static frame (octree), on top of the colours its lines and
 #: markers are drawn in, which the palette always holds exactly (:func:`figure_image`). A
-#: palette PNG is three to four times smaller than a full-colour one; the chapters'
-#: frames are 0-11% larger than with the 32 fitted colours used before, which lost colours.
+#: palette PNG is several times smaller than a full-colour one.
 STATIC_COLORS = 64
-#: zlib level of the live widget's PNG: level 1 encodes the S5 explorer's figure in 11 ms
-#: instead of the default 6's 17 ms, for 5% more bytes, which only travel from the kernel
-#: to the browser.
+#: zlib level of the live widget's PNG: level 1 encodes faster than the default 6 for a few
+#: percent more bytes, which only travel from the kernel to the browser.
 LIVE_PNG_COMPRESSION = 1
 
 
@@ -397,14 +399,13 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
 
 _DISPLAY_NAMES = {"legs": "LegS", "inv": "Inv", "lin": "Lin", "inv2": "Inv2", "quad": "Quad",
                   "real": "Real", "rand": "Rand"}
-_FIGURE3_SLOTS = 512  # the Figure 3 explorer pads N/2 to this (N <= 1024): one compiled kernel
 
 
 def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_scale: float = 1.0,
                  discretization: str = "zoh", step: float = 0.01) -> Explorer:
     """The eigenvalue explorer of chapter 6: initialisation, N, real part, imaginary scale,
     discretisation and Δ -> eigenvalues Ā in the unit disc, basis functions, and the kernel
-    for a fixed random C (:func:`annotated_ssm.init.diagonal_kernel`)."""
+    for a fixed random C (:func:`annotated_ssm.explorer_numerics.diagonal_kernel`)."""
     figure = explorer_figures.S4DFigure()
 
     def draw(init, N, real_part, imag_scale, discretization, log10_step):
@@ -446,7 +447,7 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
     figure = explorer_figures.Figure3Figure(t, exact)
 
     def draw(N, discretization):
-        basis = legs_n_basis(N, L, FIGURE3_STEP, discretization, slots=_FIGURE3_SLOTS)
+        basis = legs_n_basis(N, L, FIGURE3_STEP, discretization, slots=FIGURE3_SLOTS)
         return figure.update(basis, N=N, discretization=discretization)
 
     controls = {
@@ -464,12 +465,13 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
 
 def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 2))) -> Explorer:
     """S5's initialisation: choose P, J and the Δ range; see Λ, each state's timescale and a
-    few impulse responses K̄[out, in] (:func:`annotated_ssm.init.s5_system`, fixed seed)."""
+    few impulse responses K̄[out, in] (:func:`annotated_ssm.explorer_numerics.s5_init_system`,
+    fixed seed)."""
     figure = explorer_figures.S5Figure([f"out {o} ← in {i}" for o, i in pairs])
     outputs, inputs = np.array(pairs).T
 
     def draw(P, J, log10_step):
-        system = s5_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
+        system = s5_init_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
         return figure.update(system.Lambda, system.step, system.Lambda_bar,
                              system.responses[:, outputs, inputs].T, blocks=J,
                              title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")

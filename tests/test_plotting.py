@@ -57,6 +57,7 @@ def _page_figures():
     rules = {"euler": steps, "bilinear": steps**2, "zoh": np.full_like(steps, 1e-15)}
     lam = -0.5 + 1j * np.arange(1, 5)
     kernels = np.stack([np.exp(-s * np.arange(100)) for s in (0.01, 0.1)])
+    basis = np.stack([np.sin((n + 1) * T) for n in range(4)])  # (4, T), as Figure 3's
     return {
         "forced_response": lambda: plotting.forced_response_figure(T, np.sin(T), np.cos(T), np.cos(T),
                                                                    rest=0.25),
@@ -67,7 +68,8 @@ def _page_figures():
         "s4_nodes": lambda: plotting.s4_nodes_figure(lam, 64, 0.1, resolvent_poles=-np.arange(1.0, 9.0)),
         "dss_kernels": lambda: plotting.dss_kernels_figure({"exp": kernels, "softmax": -kernels, "growing": kernels},
                                                            labels=["Δ = 0.01", "Δ = 0.1"]),
-        "figure3": lambda: plotting.figure3(step=0.01, t_max=1.0),
+        "figure3": lambda: plotting.figure3(T, basis, basis / 2, {(256, "zoh"): -basis, (1024, "zoh"): basis,
+                                                                  (1024, "bilinear"): basis}),
         "scan_tree": lambda: plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=SCAN_LABELS_8,
                                                        title="jax.lax.associative_scan, L = 8"),
         "block_eigenvalues": lambda: plotting.block_eigenvalues_figure(
@@ -150,3 +152,10 @@ def test_scan_tree_figure_draws_what_each_position_holds():
         plotting.scan_tree_figure([[((0, 1), (3, 3))]], 4)  # c_2 is missing between them
     with pytest.raises(ValueError, match="level labels"):
         plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=["up"])
+
+
+def test_figure3_takes_three_panels():
+    basis = np.ones((4, len(T)))
+    with pytest.raises(ValueError, match="three"):
+        plotting.figure3(T, basis, basis, {(256, "zoh"): basis})
+

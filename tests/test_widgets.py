@@ -203,9 +203,10 @@ def test_no_compilation_when_a_control_moves(name, control, values, explorers, c
     assert not compiled, compiled[:3]
 
 
-def test_hippo_and_init_import_no_plotting_library():
-    """The core install has no matplotlib or ipywidgets: hippo and init must not need them."""
-    code = ("import sys, annotated_ssm.hippo, annotated_ssm.init; "
+def test_hippo_init_and_explorer_numerics_import_no_plotting_library():
+    """The core install has no matplotlib or ipywidgets: hippo, init and the explorers'
+    numbers must not need them."""
+    code = ("import sys, annotated_ssm.hippo, annotated_ssm.init, annotated_ssm.explorer_numerics; "
             "bad = sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('matplotlib', 'ipywidgets', 'PIL')); "
             "assert not bad, bad")
@@ -213,7 +214,7 @@ def test_hippo_and_init_import_no_plotting_library():
 
 
 @pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "explorer_figures.py",
-                                    "static_explorer.py"])
+                                    "static_explorer.py", "explorer_numerics.py"])
 def test_imports_at_module_level(module):
     tree = ast.parse((ROOT / "annotated_ssm" / module).read_text())
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef)

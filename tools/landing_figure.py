@@ -1,9 +1,10 @@
 """Draw the landing page's figure, book/figures/landing.png (committed; shown by book/intro.md).
 
 It is Figure 3 of the S4D paper as chapter 6 (book/06_s4d.ipynb) computes it, with the same
-function, ``annotated_ssm.plotting.figure3``: the first four basis functions of S4-LegS in
-closed form, and those of S4D-LegS (its diagonal, no low-rank term) at two state sizes and
-with two discretisations. About 15 s on a CPU. Run it again after changing that function:
+functions, ``annotated_ssm.explorer_numerics.figure3_data`` and
+``annotated_ssm.plotting.figure3``: the first four basis functions of S4-LegS in closed
+form, and those of S4D-LegS (its diagonal, no low-rank term) at two state sizes and with two
+discretisations. Run it again after changing either function:
 
     .venv/bin/python tools/landing_figure.py            # writes book/figures/landing.png
     .venv/bin/python tools/landing_figure.py --check    # exit 1 if the stored PNG differs
@@ -33,8 +34,9 @@ def render() -> bytes:
     import matplotlib.pyplot as plt
 
     from annotated_ssm import plotting
+    from annotated_ssm.explorer_numerics import figure3_data
 
-    figure = plotting.figure3()
+    figure = plotting.figure3(*figure3_data())
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0.1,
                    metadata={"Software": None})
