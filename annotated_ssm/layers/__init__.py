@@ -8,6 +8,7 @@ from .dss import DSSLayer
 from .s4 import S4Layer
 from .s4d import S4DLayer
 from .s5 import S5Layer
+from .s6 import S6Layer
 
 #: name -> layer class: model, config, training and checkpoints know the layers by these names.
 LAYERS: dict[str, type[SSMLayer]] = {
@@ -15,6 +16,7 @@ LAYERS: dict[str, type[SSMLayer]] = {
     "dss": DSSLayer,
     "s4d": S4DLayer,
     "s5": S5Layer,
+    "s6": S6Layer,
 }
 
 
@@ -24,4 +26,4 @@ def get_layer(name: str) -> type[SSMLayer]:
 
 
 __all__ = ["LAYERS", "get_layer", "SSMLayer", "SSMParam", "ConvolutionalSSMLayer",
-           "S4Layer", "DSSLayer", "S4DLayer", "S5Layer"]
+           "S4Layer", "DSSLayer", "S4DLayer", "S5Layer", "S6Layer"]
