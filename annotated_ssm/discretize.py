@@ -89,12 +89,16 @@ def _discretize_diagonal(A, B, step, method: Method = "zoh"):
     if method == "bilinear":
         denominator = 1 - dtA / 2
         return (1 + dtA / 2) / denominator, step * B / denominator
-    # ZOH: B̄ = (e^{ΔA} - 1)/(ΔA) · ΔB, with the ratio -> 1 as ΔA -> 0. The `where`
-    # keeps both the value and its gradient finite at ΔA = 0.
-    small = jnp.abs(dtA) < 1e-6
-    safe = jnp.where(small, jnp.ones_like(dtA), dtA)
-    ratio = jnp.where(small, 1 + dtA / 2, jnp.expm1(safe) / safe)
-    return jnp.exp(dtA), ratio * step * B
+    # ZOH: B̄ = (e^{ΔA} - 1)/(ΔA) · ΔB.
+    return jnp.exp(dtA), expm1_ratio(dtA) * step * B
+
+
+def expm1_ratio(z):
+    """``(e^z - 1)/z``, accurate for tiny |z| (expm1: no cancellation), 1 at z = 0 with a
+    finite gradient there (the ``where`` never divides by zero)."""
+    small = jnp.abs(z) < 1e-6
+    safe = jnp.where(small, jnp.ones_like(z), z)
+    return jnp.where(small, 1 + z / 2, jnp.expm1(safe) / safe)
 
 
 def discretize_dense(A, B, step, method: Method = "zoh"):

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import scipy.linalg
 
 from ._validation import check_choice, check_positive_finite, check_positive_int
+from .ssm import hold_matrices
 
 __all__ = [
     "MEASURES",
@@ -317,8 +317,8 @@ def memory(u, dt: float, measure: str, N: int, window: float, *, theta: float = 
     """Feed samples into the HiPPO SSM of ``measure`` and read the last ``window`` back.
 
     The input is held constant over each step of length ``dt`` (sample k over
-    [k·dt, (k+1)·dt)), for which zero-order hold is exact: with one matrix exponential
-    ``exp(dt·[[A, B], [0, 0]]) = [[Ā, B̄], [0, 1]]``, the state follows ``x ← Ā x + B̄ u_k``.
+    [k·dt, (k+1)·dt)), for which zero-order hold is exact (:func:`annotated_ssm.ssm.hold_matrices`):
+    the state follows ``x ← Ā x + B̄ u_k``.
     The same Ā = e^{dt·A} steps the basis e^{sA}B along the lags. Float64 NumPy: nothing is
     compiled, so moving N costs one (N+1)×(N+1) exponential.
 
@@ -338,10 +338,8 @@ def memory(u, dt: float, measure: str, N: int, window: float, *, theta: float = 
     if u.ndim != 1 or u.size < 1 or not np.all(np.isfinite(u)):
         raise ValueError(f"u must be a finite array of shape (T,) with T >= 1; got shape {u.shape}.")
     A, B = hippo_matrices(measure, N, theta=theta)
-    augmented = np.zeros((N + 1, N + 1))
-    augmented[:N, :N], augmented[:N, N] = A, B
-    E = scipy.linalg.expm(dt * augmented)
-    A_bar, B_bar = E[:N, :N], E[:N, N]
+    Phi, Gamma0, _ = hold_matrices(A, B[:, None], np.array([float(dt)]), "zero")
+    A_bar, B_bar = Phi[0], Gamma0[0, :, 0]
     state = np.zeros(N)
     for u_k in u:
         state = A_bar @ state + B_bar * u_k

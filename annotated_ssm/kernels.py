@@ -13,7 +13,7 @@ import numpy as np
 
 from ._validation import (check_bool, check_choice, check_finite, check_ndim, check_positive_finite,
                           check_positive_int, is_concrete)
-from .discretize import METHODS, _discretize_diagonal
+from .discretize import METHODS, _discretize_diagonal, expm1_ratio
 
 __all__ = [
     "naive_kernel",
@@ -95,10 +95,7 @@ def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np
 
 
 def causal_conv(u, K):
-    """Causal convolution ``y_ℓ = Σ_{j ≤ ℓ} K_j u_{ℓ-j}`` with FFTs.
-
-    Both signals are zero-padded to at least 2L before the FFT, so the product of the
-    transforms is a linear (not circular) convolution; the first L outputs are kept.
+    """Causal convolution ``y_ℓ = Σ_{j ≤ ℓ} K_j u_{ℓ-j}`` by FFT.
 
     Args:
         u: (..., L) real input.
@@ -112,7 +109,9 @@ def causal_conv(u, K):
 
 
 def _causal_conv(u, K):
-    """The algorithm of :func:`causal_conv` (its arguments checked there)."""
+    """Zero-padded to at least 2L, so the FFT's circular convolution is the linear one on the
+    first L outputs.
+    """
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     U = jnp.fft.rfft(u, n=n, axis=-1)
@@ -121,13 +120,8 @@ def _causal_conv(u, K):
 
 
 def bidirectional_conv(u, K_forward, K_backward):
-    """Two convolutions, one forward and one backward in time, with a single pair of FFTs:
-    ``y_ℓ = Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``.
-
-    It equals ``causal_conv(u, K→) + flip(causal_conv(flip(u), K←))`` (a bidirectional
-    layer's output) but transforms u once: the two kernels are laid out as one two-sided
-    kernel, K→ at lags 0 … L-1 and K← at lags 0, -1, …, -(L-1), which a circular
-    convolution of length ≥ 2L-1 applies without wrapping around. Three FFTs instead of six.
+    """A forward and a backward convolution, ``Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``:
+    ``causal_conv(u, K→) + flip(causal_conv(flip(u), K←))`` with u transformed once.
 
     Args:
         u: (..., L) real input.
@@ -141,7 +135,9 @@ def bidirectional_conv(u, K_forward, K_backward):
 
 
 def _bidirectional_conv(u, K_forward, K_backward):
-    """The algorithm of :func:`bidirectional_conv` (its arguments checked there)."""
+    """One two-sided kernel, K→ at lags 0 … L-1 and K← at lags 0, -1, …, -(L-1), which a
+    circular convolution of length ≥ 2L-1 applies without wrapping: three FFTs, not six.
+    """
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
     K_forward, K_backward = jnp.broadcast_arrays(jnp.asarray(K_forward), jnp.asarray(K_backward))
@@ -177,24 +173,14 @@ def _fast_fft_length(n: int) -> int:
 def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
     """The Cauchy kernel ``k_j = Σ_n v_n / (z_j - λ_n)``.
 
-    The reciprocal ``1/(z_j - λ_n)`` depends only on ``z`` and ``λ``: give ``v`` an extra
-    axis (e.g. ``v`` (..., 4, M) with ``lambd`` (..., 1, M) and ``z`` (..., 1, F)) and the
-    reciprocal is computed once and shared by every row of ``v`` — S4's kernel needs four
-    Cauchy products with the same ``z`` and ``λ``.
-
     Args:
-        v: (..., M) complex weights.
-        z: (..., F) complex evaluation points.
-        lambd: (..., M) complex poles; all three broadcast together (batch axes).
-        conjugate: also include the conjugate poles: each sum becomes
-            ``Σ_n [v_n / (z_j - λ_n) + conj(v_n) / (z_j - conj(λ_n))]``, the Cauchy sum over
-            all N = 2M states of a conjugate-symmetric system of which only M are stored.
-            The two terms of a pair share one denominator
-            ``(z - λ)(z - conj λ) = z² - 2 Re(λ) z + |λ|²``, so a pair costs one division.
-        imaginary: ``z`` holds real numbers y and the points are ``z = iy`` (S4's nodes lie
-            on the imaginary axis). With ``conjugate`` the denominator is then
-            ``(|λ|² - y²) - 2i Re(λ) y``: two operations per entry of the (M, F) matrix
-            instead of six, and the same numbers as passing ``1j * y``.
+        v: (..., M) complex weights; an extra axis (e.g. (..., 4, M) with lambd (..., 1, M))
+            shares one reciprocal between several products, as S4's kernel needs.
+        z: (..., F) evaluation points.
+        lambd: (..., M) complex poles; v, z and lambd broadcast together.
+        conjugate: also sum the conjugate poles, ``conj(v_n) / (z_j - conj(λ_n))``: the sum
+            over all N = 2M states of a conjugate-symmetric system storing M.
+        imaginary: z holds real y and the points are iy (S4's nodes).
 
     Returns:
         (..., F) complex.
@@ -208,7 +194,9 @@ def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
 
 
 def _cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
-    """The algorithm of :func:`cauchy` (its arguments checked there)."""
+    """With ``conjugate`` a pair shares one denominator ``(z - λ)(z - conj λ)``, so it costs one
+    division; with ``imaginary`` too, that denominator is ``(|λ|² - y²) - 2i Re(λ) y``.
+    """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
     if imaginary and not conjugate:
         z, imaginary = 1j * z, False
@@ -296,42 +284,22 @@ def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, 
 
 def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
               chunk_size: int | None = None):
-    """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4.
-
-    ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L`` where ``C̃ = C (I - Ā^L)`` is the parameter S4 learns.
-    Steps: evaluate the truncated generating function ``K̂(ω) = C̃ (I - Āω)⁻¹ B̄`` at the roots
-    of unity through four Cauchy products and the Woodbury identity,
-
-        g = (2/Δ)(1 - ω)/(1 + ω),  c = 2/(1 + ω)
-        k00, k01, k10, k11 = Σ_n [C̃B, C̃P, Q̄B, Q̄P]_n / (g - Λ_n)
-        K̂ = c (k00 - k01 k10 / (1 + k11)),
-
-    then ``K̄ = iFFT(K̂)``. O(N L) work; the four products share one reciprocal.
+    """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4:
+    ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L``, with ``C̃ = C (I - Ā^L)`` the parameter S4 learns.
 
     Args:
-        Lambda: (..., M) complex diagonal Λ. With ``conjugate`` (default), these are one of
-            each conjugate pair of a real system with N = 2M states.
-        P, B, C_tilde: (..., M) complex. ``C_tilde`` may have extra leading axes (e.g. two
-            output vectors of a bidirectional layer); everything broadcasts.
-        step: (...) real Δ > 0, broadcast against the batch axes of Λ (e.g. (H,) for
-            Λ of shape (H, M)).
+        Lambda: (..., M) complex; with ``conjugate``, one of each conjugate pair (N = 2M).
+        P, B, C_tilde: (..., M) complex; C_tilde may have extra leading axes.
+        step: (...) Δ > 0, broadcast against the batch axes of Λ (e.g. (H,) for Λ (H, M)).
         L: kernel length >= 1.
         Q: (..., M) complex; defaults to P (true for HiPPO).
-        conjugate: the stored states are one of each conjugate pair; every Cauchy sum then
-            includes the conjugate terms, and only the frequencies ``j ≤ L/2`` are computed
-            (the kernel is real, so its transform is Hermitian). Returns a real kernel.
-            Without it, the states are taken as given, all L frequencies are computed, and
-            the kernel is complex.
-        chunk_size: evaluate the frequencies in chunks of this many with ``lax.map`` (and
-            recompute them in the backward pass), so that no (M, L) Cauchy matrix is ever
-            stored: memory O(M · chunk_size) instead of O(M · L). None: the default,
-            ``S4_CHUNK_SIZE`` = 64 (on a CPU a chunk stays in cache, so chunks are faster
-            as well as smaller: benchmarks/README.md). A chunk_size >= L//2 + 1 (L with
-            ``conjugate=False``) evaluates all frequencies at once.
+        conjugate: the states are one of each conjugate pair: a real kernel from the
+            frequencies j ≤ L/2. Otherwise all L frequencies and a complex kernel.
+        chunk_size: frequencies per chunk (``lax.map``, recomputed in the backward pass):
+            memory O(M · chunk_size) instead of O(M · L). None: ``S4_CHUNK_SIZE``.
 
     Returns:
-        (..., L): real (``conjugate``) or complex. The batch shape is that of all inputs
-        broadcast together.
+        (..., L): real (``conjugate``) or complex; the broadcast batch shape of the inputs.
     """
     _check_s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
     return _s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
@@ -339,7 +307,13 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
 
 def _s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
               chunk_size: int | None = None):
-    """The algorithm of :func:`s4_kernel` (its arguments checked there)."""
+    """The truncated generating function ``K̂(ω) = C̃ (I - Āω)⁻¹ B̄`` at the roots of unity, by
+    four Cauchy sums over the poles Λ and the Woodbury identity for the rank-one term, then
+    ``K̄ = iFFT(K̂)``: with g = (2/Δ)(1 - ω)/(1 + ω) and c = 2/(1 + ω),
+
+        k00, k01, k10, k11 = Σ_n [C̃B, C̃P, Q̄B, Q̄P]_n / (g - Λ_n)
+        K̂ = c (k00 - k01 k10 / (1 + k11)).
+    """
     Q = P if Q is None else Q
     arrays = [jnp.asarray(a) for a in (Lambda, P, Q, B, C_tilde)]
     Lambda, P, Q, B, C_tilde = arrays
@@ -402,14 +376,6 @@ DSS_VARIANTS = ("exp", "softmax")
 _DSS_MAX_ENTRIES = 1 << 22
 
 
-def _expm1_ratio(z):
-    """``(e^z - 1)/z``, accurate for tiny |z| (expm1, no cancellation) and equal to 1 at z = 0
-    with a finite gradient there (the `where` never divides by zero)."""
-    small = jnp.abs(z) < 1e-6
-    safe = jnp.where(small, jnp.ones_like(z), z)
-    return jnp.where(small, 1 + z / 2, jnp.expm1(safe) / safe)
-
-
 def _reciprocal(x, eps):
     """A bounded ``1/x``: ``conj(x) / (|x|² + eps)`` (the regularised reciprocal of DSS, Appendix A.2).
 
@@ -459,23 +425,9 @@ def _check_dss_kernel(Lambda, W, step, L, variant="exp", *, eps=1e-10, chunk=Non
 
 
 def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
-    """The per-state weights and time shifts of a DSS kernel:
-    ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``.
-
-    DSS-exp (Proposition 1a): ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n`` and ``s_n = 0``.
-
-    DSS-softmax (Proposition 1b): ``K̄_ℓ = 2 Re Σ_n (W_n/λ_n) softmax_ℓ(λ_nΔℓ)`` with the
-    softmax over ℓ = 0 … L-1. Like a real softmax, it is evaluated after shifting every row
-    by the entry with the largest real part: ``s_n = 0`` when Re(λ_n) <= 0 and ``s_n = L-1``
-    when Re(λ_n) > 0, so no exponent ever has a positive real part. With ``a = ±λΔ`` (the
-    sign that makes Re(a) <= 0) the shifted row sums to the geometric series
-    ``(e^{aL} - 1)/(e^{a} - 1)``, hence ``c_n = W_n · (e^{a} - 1)/λ_n · 1/(e^{aL} - 1)``.
-    The first factor is ``±Δ (e^{a} - 1)/a``, smooth everywhere (λ = 0 included). The second
-    is singular exactly on the set that Proposition 1 excludes, ``e^{λLΔ} = 1`` (λ = 0 and
-    λ = 2πik/(LΔ)); it is replaced by the bounded ``conj(x)/(|x|² + eps)`` with
-    ``x = e^{aL} - 1``. The paper regularises ``λ·x`` instead; regularising the
-    dimensionless x leaves kernels with small |λ| exact (with ``λ·x`` a small eigenvalue's
-    kernel shrinks by ``1 + eps/|λx|² ≈ eps/(|λ|²LΔ)²``; chapter 5 measures it).
+    """The weights and time shifts of a DSS kernel, ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``
+    (Gupta et al., Proposition 1): DSS-exp ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n``, ``s_n = 0``;
+    DSS-softmax ``2 Re Σ_n (W_n/λ_n) softmax_ℓ(λ_nΔℓ)``, the softmax over ℓ < L.
 
     Args:
         Lambda: (N/2,) or (H, N/2) complex eigenvalues (one of each conjugate pair).
@@ -483,20 +435,21 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
         step: (H,) Δ > 0 per channel.
         L: kernel length.
         variant: "exp" or "softmax".
-        eps: regulariser of the softmax reciprocal: 1/x changes by a relative eps/|x|²
-            and is bounded by 1/(2√eps).
+        eps: regulariser of the softmax reciprocal (changes 1/x by a relative eps/|x|²).
 
     Returns:
-        coef: (..., H, N/2) complex, the c_n above.
-        shift: (H, N/2) real, the s_n above (0 or L-1).
-        dtLambda: (H, N/2) complex, λ_n Δ.
+        coef (..., H, N/2) complex; shift (H, N/2) real, 0 or L-1; dtLambda (H, N/2), λΔ.
     """
     _check_dss_coefficients(Lambda, W, step, L, variant, eps=eps)
     return _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
 
 
 def _dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
-    """The algorithm of :func:`dss_coefficients` (its arguments checked there)."""
+    """The softmax is shifted by its largest entry, like a real one: s_n = L-1 where Re(λ_n) > 0,
+    so no exponent has a positive real part. With a = ±λΔ (Re a <= 0) a row sums to
+    ``(e^{aL} - 1)/(e^{a} - 1)``, and ``1/(e^{aL} - 1)``, singular exactly where
+    Proposition 1 excludes λ, becomes the bounded ``conj(x)/(|x|² + eps)``.
+    """
     Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
     H = step.shape[0]
     Lambda = jnp.broadcast_to(Lambda, (H, Lambda.shape[-1]))
@@ -505,11 +458,11 @@ def _dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: flo
     if variant == "exp":
         # (e^{λΔ} - 1)/λ = Δ · expm1(λΔ)/(λΔ): expm1 keeps it accurate when |λΔ| is tiny
         # (e^{λΔ} - 1 would cancel to a few digits in float32).
-        return W * (step[:, None] * _expm1_ratio(dtLambda)), zeros, dtLambda
+        return W * (step[:, None] * expm1_ratio(dtLambda)), zeros, dtLambda
     positive = jnp.real(Lambda) > 0
     a = jnp.where(positive, -dtLambda, dtLambda)  # Re(a) <= 0 always
     signed_step = jnp.where(positive, -step[:, None], step[:, None])  # a = signed_step · λ
-    first = signed_step * _expm1_ratio(a)  # (e^{a} - 1)/λ, smooth in λ
+    first = signed_step * expm1_ratio(a)  # (e^{a} - 1)/λ, smooth in λ
     second = _reciprocal(jnp.expm1(a * L), eps)  # 1/(e^{aL} - 1): singular iff e^{λLΔ} = 1
     coef = W * (first * second)
     shift = jnp.where(positive, jnp.asarray(L - 1, step.dtype), zeros)
@@ -518,17 +471,8 @@ def _dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: flo
 
 def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
                chunk: int | None = None):
-    """The DSS convolution kernel of H channels (Gupta et al., Proposition 1), real, length L.
-
-    ``K̄_ℓ = 2 Re Σ_{n<N/2} c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s) from :func:`dss_coefficients`:
-    DSS-exp needs Re(λ) <= 0 (layers use λ = -exp(·) + i·); DSS-softmax takes any λ and is
-    evaluated without exponentiating a positive real part. Only N/2 eigenvalues are kept
-    (conjugate symmetry), hence the factor 2 and the real part.
-
-    The (H, N/2, L) matrix of exponentials is built in chunks of the length axis when it
-    would exceed ``2^22`` entries, each chunk recomputed in the backward pass
-    (``jax.checkpoint``), so memory stays O(H·N·chunk) under ``grad`` too. Works under
-    ``jit``, ``grad`` and ``vmap``.
+    """The DSS convolution kernel of H channels, ``2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s)
+    from :func:`dss_coefficients`; DSS-exp needs Re(λ) <= 0, DSS-softmax takes any λ.
 
     Args:
         Lambda: (N/2,) (shared by the channels, as in DSS) or (H, N/2) complex.
@@ -537,10 +481,10 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
         L: kernel length >= 1.
         variant: "exp" or "softmax".
         eps: see :func:`dss_coefficients`.
-        chunk: length of the L-chunks; None chooses automatically (no chunking when small).
+        chunk: length of the L-chunks; None: chunks only above 2^22 exponentials.
 
     Returns:
-        (..., H, L) real, float32 for float32/complex64 inputs.
+        (..., H, L) real.
     """
     _check_dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
     return _dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
@@ -548,7 +492,9 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
 
 def _dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
                chunk: int | None = None):
-    """The algorithm of :func:`dss_kernel` (its arguments checked there)."""
+    """The (H, N/2, L) exponentials in chunks of the length axis when large, each recomputed in
+    the backward pass (``jax.checkpoint``): memory O(H·N·chunk), under ``grad`` too.
+    """
     coef, shift, dtLambda = _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
     H, half = dtLambda.shape
     if chunk is None:
@@ -599,44 +545,22 @@ def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True,
 
 def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
                        max_elements: int = 2**22, block_size: int | None = None):
-    """The kernel of a diagonal SSM: ``K̄_ℓ = Σ_n C_n B̄_n Ā_n^ℓ``, a Vandermonde product.
-
-    The continuous diagonal (A, B) is discretised entry by entry with ``method`` (any of
-    :data:`annotated_ssm.discretize.METHODS`), and every power is taken from its exponent,
-    ``Ā^ℓ = exp(ℓ log Ā)`` (for ZOH ``log Ā = ΔA`` exactly), so no O(L) chain of products
-    accumulates rounding error.
-
-    With ``conjugate=True`` (the S4D convention) the inputs hold one state of each
-    conjugate pair, N/2 in all, and the kernel of the full real SSM is ``2·Re`` of the sum.
-    With ``conjugate=False`` the sum runs over the given states and its real part is
-    returned (exact for a real SSM such as S4D-Real).
-
-    Blocked powers: write ℓ = aT + b with 0 <= b < T. Then ``Ā^ℓ = Ā^{aT} Ā^b`` and
-
-        K̄_{aT+b} = Re Σ_n (C_n B̄_n Ā_n^{aT}) · Ā_n^b = (X Y)_{ab},
-
-    a matrix product of X (L/T × N) and Y (N × T) per channel. Only N(L/T + T)
-    exponentials are evaluated (not NL), each from its exponent, and the O(NL) work is a
-    real matrix product (the real part of a complex product is ``Xr Yr - Xi Yi``, one real
-    product with 2N terms). T ≈ √L. Memory is O(N(L/T + T) + L) per channel, also under
-    ``grad``: no (N, L) matrix is formed. When the tables of all channels would hold more
-    than ``max_elements`` numbers, the rows a are taken in groups with ``lax.map``, each
-    group recomputed in the backward pass (``jax.checkpoint``). Works under jit, grad, vmap.
+    """The kernel of a diagonal SSM, ``K̄_ℓ = Σ_n C_n B̄_n Ā_n^ℓ`` (a Vandermonde product), with
+    (A, B) discretised entry by entry by ``method``.
 
     Args:
         A: (..., N) continuous eigenvalues (complex, or real), e.g. (H, N) for H channels.
-        B: broadcastable to A, e.g. (H, N), (N,) or a scalar.
-        C: broadcastable to A, e.g. (2, H, N) for a bidirectional layer.
+        B, C: broadcastable to A (C e.g. (2, H, N) for a bidirectional layer).
         step: Δ > 0 broadcastable to A, e.g. (H, 1) for one step per channel.
         L: kernel length.
-        method: "zoh" (DSS, S4D-ZOH), "bilinear" (S4, S4D default) or "euler".
-        conjugate: the states are one of each conjugate pair (returns 2·Re of the sum).
-        max_elements: bound on the numbers held by the power tables of one group of rows.
-        block_size: T; None: a power of two near √L.
+        method: "zoh", "bilinear" or "euler" (:data:`annotated_ssm.discretize.METHODS`).
+        conjugate: the states are one of each conjugate pair: returns 2·Re of the sum
+            (otherwise its real part, exact for a real SSM such as S4D-Real).
+        max_elements: bound on the numbers in the power tables of one group of rows.
+        block_size: T below; None: a power of two near √L.
 
     Returns:
-        (..., L) real kernel (batch = broadcast of A, B, C, step without the state axis),
-        float32 for float32/complex64 inputs.
+        (..., L) real, the batch of A, B, C and step broadcast.
     """
     _check_vandermonde_kernel(A, B, C, step, L, method=method, conjugate=conjugate, max_elements=max_elements,
         block_size=block_size)
@@ -646,7 +570,11 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
 
 def _vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
                        max_elements: int = 2**22, block_size: int | None = None):
-    """The algorithm of :func:`vandermonde_kernel` (its arguments checked there)."""
+    """Powers from their exponents, ``Ā^ℓ = exp(ℓ log Ā)`` (no O(L) chain of products), in
+    blocks: with ℓ = aT + b, ``K̄_{aT+b} = Re Σ_n (C_n B̄_n Ā_n^{aT}) Ā_n^b = (X Y)_{ab}``, a
+    real matrix product of X (L/T × 2N) and Y (2N × T). N(L/T + T) exponentials, not NL, and
+    no (N, L) matrix; groups of rows go through ``lax.map`` and ``jax.checkpoint`` when large.
+    """
     A, B, C, step = (jnp.asarray(x) for x in (A, B, C, step))
     complex_dtype = jnp.result_type(A, B, C, step, jnp.complex64)
     real_dtype = jnp.finfo(complex_dtype).dtype

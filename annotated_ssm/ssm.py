@@ -31,6 +31,7 @@ __all__ = [
     "basis_functions",
     "impulse_response",
     "simulate",
+    "hold_matrices",
     "transfer_function",
     "is_stable",
 ]
@@ -222,8 +223,8 @@ def impulse_response(A, B, C, t) -> np.ndarray:
     return _squeeze(system, values)
 
 
-def _hold_matrices(A, B, h, hold):
-    """Exact one-interval propagators for an input held over an interval of length h.
+def hold_matrices(A, B, h, hold):
+    """Exact one-interval propagators for an input held over intervals of lengths h (K,).
 
     The input is appended to the state: ``zero`` hold has u' = 0, ``linear`` hold has
     u' = w, w' = 0 (w the slope). The augmented system is autonomous, so one matrix
@@ -293,9 +294,9 @@ def simulate(A, B, C, D, u, t, *, x0=None, method: str = "expm", hold: str = "li
         if np.ptp(h) <= 1e-12 * h.max():
             # Uniform grid (up to rounding): one set of propagators serves every interval.
             Phi, Gamma0, Gamma1 = (None if m is None else np.broadcast_to(m, (h.size, *m.shape[1:]))
-                                   for m in _hold_matrices(A, B, h[:1], hold))
+                                   for m in hold_matrices(A, B, h[:1], hold))
         else:
-            Phi, Gamma0, Gamma1 = _hold_matrices(A, B, h, hold)
+            Phi, Gamma0, Gamma1 = hold_matrices(A, B, h, hold)
         x = np.zeros((t.size, N), dtype=dtype)
         x[0] = x0
         for k in range(h.size):
