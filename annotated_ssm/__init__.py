@@ -9,9 +9,10 @@ Modules, in the order the book introduces them:
     init         initialisations (log Δ, S4D/DSS eigenvalues, S5 blocks)
     layers       the S4, DSS, S4D and S5 layers (``get_layer(name)``)
     model        residual blocks and stacked models (classification, sequence-to-sequence)
-    config       ModelConfig and TrainConfig: every default of a run, validated; the CLI's options
-    train        the optax training loop (validation split, step budget, seeds), data
-                 parallelism, and the CLI
+    config       ModelConfig (the one architecture schema: models and checkpoints) and
+                 TrainConfig: every default of a run, validated; the CLI's options
+    train        the optax training loop (validation split, step budget, seeds), data parallelism
+    cli          the command line (``python -m annotated_ssm.cli``, ``annotated-ssm-train``)
     checkpoint   checkpoints that record the architecture (load_model) and never delete a user's files
     data         offline datasets (MNIST-1D, digits, a long-range task) and downloaders (pooch)
     plotting     the chapters' figures

@@ -2,8 +2,10 @@
 
 A checkpoint is a directory holding two things:
 
-    PATH/annotated_ssm.json   what it is: the model's architecture, the package version,
-                              the training configuration and step (if given), written last
+    PATH/annotated_ssm.json   what it is: the model's architecture (``model.architecture``:
+                              its ModelConfig's ``to_dict()`` and the data's shapes), the
+                              package version, the training configuration and step (if
+                              given); written last
     PATH/model/               parameters and batch statistics  } arrays written by
     PATH/optimizer/           the optimiser's state, if saved   } orbax-checkpoint
     PATH/rng/                 the dropout streams' keys and counts }
@@ -28,6 +30,11 @@ Saving is safe for the user's files:
 
 ``load_model(PATH)`` rebuilds the model from the stored architecture and restores its
 weights; ``restore_checkpoint`` loads into a model (and optimiser) you built yourself.
+
+Format versions: 2 stores the layer's options under ``architecture["layer_options"]``; 1
+(annotated_ssm 0.2.0 before the config became the schema) stored them beside the other
+entries and left out the step bounds it did not set. A version-1 checkpoint is converted
+when read (:func:`read_checkpoint_info`), so it loads, restores and resumes as before.
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from . import __version__
-from .model import SequenceModel, model_from_architecture
+from .config import ModelConfig
+from .model import DATA_KEYS, SequenceModel, model_from_architecture
 
 __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info",
            "check_checkpoint_path", "check_metadata", "check_path_names", "recover_checkpoint",
@@ -62,7 +70,8 @@ __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoi
 METADATA_FILE = "annotated_ssm.json"
 ARRAYS = ("model", "optimizer", "rng")  # one orbax directory each
 FORMAT = "annotated_ssm checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1 is converted when read
 RANDOM_SUFFIX = 8  # tempfile.mkdtemp's random characters
 _stale_optimizers = weakref.WeakSet()  # optimisers whose model fit gave other weights
 
@@ -447,15 +456,31 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted: it does not say "
                          f"\"format\": {FORMAT!r}.")
-    if info.get("format_version") != FORMAT_VERSION:
+    if info.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(f"the checkpoint at {str(path)!r} has format_version "
                          f"{info.get('format_version')!r}; this version of annotated_ssm "
-                         f"({__version__}) reads format_version {FORMAT_VERSION}.")
+                         f"({__version__}) reads format_version "
+                         f"{' or '.join(map(str, READABLE_VERSIONS))}.")
     for key, kind in (("architecture", dict), ("has_optimizer", bool)):
         if not isinstance(info.get(key), kind):
             raise ValueError(f"the checkpoint metadata {str(file)!r} is corrupted: {key!r} should "
                              f"be a {kind.__name__}, got {info.get(key)!r}.")
+    if info["format_version"] == 1:
+        info["architecture"] = _architecture_from_version_1(info["architecture"])
     return info
+
+
+def _architecture_from_version_1(architecture: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 architecture in the layout of version 2: the entries that are not
+    ModelConfig fields (nor the data's shapes) become ``layer_options``, and the fields it
+    left out (step bounds it did not set, a causal model's pooling) get their defaults.
+    Only the layout changes; the values are checked when the model is built."""
+    fields = set(ModelConfig.__dataclass_fields__)
+    options = {k: v for k, v in architecture.items() if k not in fields | set(DATA_KEYS)}
+    known = {k: v for k, v in architecture.items() if k not in options}
+    defaults = {name: field.default for name, field in ModelConfig.__dataclass_fields__.items()
+                if name != "layer_options"}
+    return {**defaults, **known, "layer_options": options}
 
 
 def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,

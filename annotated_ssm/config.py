@@ -1,12 +1,14 @@
 """The two configurations of a run, with every default in one place.
 
-- :class:`ModelConfig`: the architecture (layer, widths, depth, norm, …). ``build_model``
-  turns it into a model, a checkpoint records it, and ``load_model`` rebuilds from it.
+- :class:`ModelConfig`: the architecture (layer, widths, depth, norm, layer options, …),
+  the one schema of a model: the models are built from it (``annotated_ssm.model``), and a
+  checkpoint stores ``to_dict()`` beside the data's shapes, from which ``load_model``
+  rebuilds the model.
 - :class:`TrainConfig`: the optimiser, the step budget, the validation split, the seed.
 
 Each field carries its help text in ``metadata["help"]``; the command line
-(``python -m annotated_ssm.train``) is generated from these fields, so a default or a help
-text is changed here and nowhere else. Both classes check every value when they are built
+(``annotated_ssm.cli``) is generated from these fields, so a default or a help text is
+changed here and nowhere else. Both classes check every value once, when they are built
 (``ValueError`` naming the field, the value and what is allowed), so a bad argument stops
 a run before any data is loaded or anything compiled.
 """
@@ -14,21 +16,24 @@ a run before any data is loaded or anything compiled.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 from typing import Any
 
 import numpy as np
 
-from ._validation import check_choice, check_step_bounds
-from .layers import LAYERS
+from ._validation import (check_bool, check_choice, check_positive_int, check_step_bounds,
+                          is_real_number)
+from .layers import LAYERS, get_layer
 
-__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "MAX_SEED", "check_seed"]
+__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_SEED", "check_seed"]
 
 MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
 
 NORMS = ("layer", "batch")
 POOLINGS = ("mean", "last")
+TASKS = ("classification", "regression")
 
 
 def _field(default: Any, help: str, **metadata) -> Any:
@@ -39,36 +44,34 @@ def _field(default: Any, help: str, **metadata) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
-def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-            maximum is not None and value > maximum):
-        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {allowed}; got {value!r}.")
-
-
-def check_seed(name: str, value: Any) -> int:
+def check_seed(name: str, value: Any) -> int:  # TODO(lead): move to _validation
     """Return ``value`` as int; ValueError unless it is an integer in [0, MAX_SEED]
     (a float such as 1.7 is refused, not truncated)."""
-    if isinstance(value, np.integer):
-        value = int(value)
-    _check_int(name, value, 0, MAX_SEED)
-    return value
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or not 0 <= value <= MAX_SEED):
+        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {value!r}.")
+    return int(value)
 
 
-def _check_real(name: str, value: Any, low: float, high: float, *, closed_high: bool = True,
-                open_low: bool = False) -> None:
-    """value must be a finite real in [low, high] (or (low, …] / […, high) as asked)."""
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _check_real(name: str, value: Any, low: float, high: float = math.inf, *,
+                closed_high: bool = True, open_low: bool = False) -> float:
+    # TODO(lead): move to _validation (a finite real in an interval; check_positive_real
+    # covers only (0, inf) and words its message differently)
+    """Return ``value`` as float; ValueError unless it is a finite real in [low, high]
+    (or (low, …] / […, high) as asked)."""
+    ok = (is_real_number(value) and math.isfinite(value)
           and (value > low if open_low else value >= low)
           and (value <= high if closed_high else value < high))
     if not ok:
         spelled = f"{'(' if open_low else '['}{low}, {high}{']' if closed_high else ')'}"
         raise ValueError(f"{name} must be a finite number in {spelled}; got {value!r}.")
+    return float(value)
 
 
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False; got {value!r}.")
+def _checked(instance: Any, name: str, check, *args, **kwargs) -> None:
+    """Check a field of a frozen dataclass and store the value the check returns (an int,
+    float or bool, never a NumPy scalar that JSON could not store)."""
+    object.__setattr__(instance, name, check(name, getattr(instance, name), *args, **kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +79,11 @@ class ModelConfig:
     """The architecture of a deep SSM (see ``annotated_ssm.model``); validated when built.
 
     The data set fixes the rest: input channels, and classes (a ``SequenceClassifier``) or
-    targets per step (a ``CausalSequenceModel``).
+    targets per step (a ``CausalSequenceModel``). ``layer_options`` are keyword arguments
+    of the layer's constructor beyond the fields here (S4D's ``init``, S5's ``blocks``, …):
+    their names are checked against that constructor's signature, so a layer added to
+    ``annotated_ssm.layers.LAYERS`` needs nothing here; their values are the layer's own
+    to check, when the model is built.
     """
 
     layer: str = _field("s4d", "SSM layer", choices=tuple(LAYERS))
@@ -95,63 +102,107 @@ class ModelConfig:
                                           "default)")
     layer_options: dict = _field({}, "layer-specific options, e.g. {'init': 'rand'} for s4d")
 
+    _BUILT_BY_THE_MODEL = ("d_model", "state_size", "bidirectional", "step_min", "step_max",
+                           "rngs")
+    """Layer arguments the model passes itself, from the fields above."""
+
     def __post_init__(self):
         check_choice("layer", self.layer, LAYERS)
         for name in ("d_model", "n_layers", "state_size"):
-            _check_int(name, getattr(self, name), 1)
+            _checked(self, name, check_positive_int)
         check_choice("norm", self.norm, NORMS)
         check_choice("pooling", self.pooling, POOLINGS)
-        _check_bool("glu", self.glu)
-        _check_bool("bidirectional", self.bidirectional)
-        _check_real("dropout", self.dropout, 0.0, 1.0, closed_high=False)
-        for name in ("step_min", "step_max"):
+        for name in ("glu", "bidirectional"):
+            _checked(self, name, check_bool)
+        _checked(self, "dropout", _check_real, 0.0, 1.0, closed_high=False)
+        parameters = self.layer_parameters()
+        # The layers' own check (real, normal in float32, where log Δ is stored; step_min <=
+        # step_max), now, with a bound left as None standing for the layer's default.
+        step_min, step_max = (parameters[n].default if getattr(self, n) is None
+                              else getattr(self, n) for n in ("step_min", "step_max"))
+        step_min, step_max = check_step_bounds(step_min, step_max)
+        for name, value in (("step_min", step_min), ("step_max", step_max)):
             if getattr(self, name) is not None:
-                _check_real(name, getattr(self, name), 0.0, math.inf, open_low=True)
-        # The layers' own check (normal in float32, where log Δ is stored; step_min <=
-        # step_max), now: a bound left to the layer's default stands in as float32's widest.
-        f32 = np.finfo(np.float32)
-        check_step_bounds(f32.tiny if self.step_min is None else self.step_min,
-                          f32.max if self.step_max is None else self.step_max)
-        if not isinstance(self.layer_options, dict) or not all(
-                isinstance(key, str) and key.isidentifier() for key in self.layer_options):
+                object.__setattr__(self, name, value)
+        self._check_layer_options(parameters)
+
+    def layer_parameters(self) -> dict[str, inspect.Parameter]:
+        """The parameters of the layer's constructor, by name (``self`` left out)."""
+        parameters = dict(inspect.signature(get_layer(self.layer).__init__).parameters)
+        parameters.pop("self", None)
+        return parameters
+
+    def _check_layer_options(self, parameters: dict[str, inspect.Parameter]) -> None:
+        options = self.layer_options
+        if not isinstance(options, dict) or not all(
+                isinstance(key, str) and key.isidentifier() for key in options):
             raise ValueError("layer_options must be a dict with identifier keys; got "
-                             f"{self.layer_options!r}.")
-        fields = {"d_model", "state_size", "bidirectional", "rngs", "step_min", "step_max"}
-        reserved = fields & set(self.layer_options)
+                             f"{options!r}.")
+        reserved = set(self._BUILT_BY_THE_MODEL) & set(options)
         if reserved:
             raise ValueError(f"layer_options may not set {sorted(reserved)}: they are ModelConfig "
                              "fields.")
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        allowed = [name for name, p in parameters.items()
+                   if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                   and name not in self._BUILT_BY_THE_MODEL]
+        unknown = sorted(set(options) - set(allowed))
+        if unknown and not takes_any:
+            raise ValueError(f"layer {self.layer!r} takes no option {unknown[0]!r}; its options: "
+                             f"{', '.join(allowed) or 'none'}.")
         try:  # a checkpoint records them: find out now, not after training
-            json.dumps(self.layer_options, allow_nan=False)
+            json.dumps(options, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise ValueError("layer_options must be storable as JSON in a checkpoint (str, finite "
-                             f"numbers, bools, None, lists, dicts); got {self.layer_options!r} "
+                             f"numbers, bools, None, lists, dicts); got {options!r} "
                              f"({error}).") from error
 
-    def model_kwargs(self, task: str) -> dict[str, Any]:
-        """Keyword arguments of ``SequenceClassifier`` / ``CausalSequenceModel`` for ``task``.
+    def check_task(self, task: str) -> None:
+        """ValueError if an option does not apply to ``task``: a regression (causal,
+        autoregressive) model is never bidirectional and does not pool."""
+        check_choice("task", task, TASKS)
+        if task == "regression" and self.bidirectional:
+            raise ValueError("bidirectional=True does not apply to a regression (autoregressive) "
+                             "data set: its model, a CausalSequenceModel, is causal (each output "
+                             "may only see the past), so bidirectional must be False.")
+        if task == "regression" and self.pooling != POOLINGS[0]:
+            raise ValueError(f"pooling={self.pooling!r} does not apply to a regression data set: "
+                             "its model predicts every step and does not pool.")
 
-        ValueError if an option does not apply: a regression (causal, autoregressive) model
-        is never bidirectional and does not pool.
-        """
-        check_choice("task", task, ("classification", "regression"))
-        if task == "regression":
-            if self.bidirectional:
-                raise ValueError("bidirectional=True does not apply to a regression "
-                                 "(autoregressive) data set: its model is causal, each output may "
-                                 "only see the past.")
-            if self.pooling != POOLINGS[0]:
-                raise ValueError(f"pooling={self.pooling!r} does not apply to a regression data "
-                                 "set: its model predicts every step and does not pool.")
-        kwargs = dict(d_model=self.d_model, n_layers=self.n_layers, state_size=self.state_size,
-                      norm=self.norm, glu=self.glu, dropout=self.dropout,
-                      bidirectional=self.bidirectional)
-        if task == "classification":
-            kwargs["pooling"] = self.pooling
-        for name in ("step_min", "step_max"):
-            if getattr(self, name) is not None:
-                kwargs[name] = getattr(self, name)
-        return {**kwargs, **self.layer_options}
+    def layer_kwargs(self) -> dict[str, Any]:
+        """The keywords each block passes to the layer besides d_model, state_size,
+        bidirectional and rngs: the step bounds that are set, and the layer options."""
+        bounds = {name: getattr(self, name) for name in ("step_min", "step_max")
+                  if getattr(self, name) is not None}
+        return {**bounds, **self.layer_options}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (what a checkpoint stores)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        """The config whose ``to_dict()`` is ``values``; ValueError naming an unknown key."""
+        if not isinstance(values, dict):
+            raise ValueError(f"a ModelConfig needs a dict; got {values!r}.")
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"ModelConfig has no field {unknown[0]!r} (layer-specific options go "
+                             "in layer_options).")
+        return cls(**values)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> ModelConfig:
+        """The config of a model built with flat keywords, ``SequenceClassifier("s4d", 1, 10,
+        d_model=64, init="lin")``: the fields by name, every other keyword a layer option."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        options = dict(kwargs.pop("layer_options", None) or {})
+        both = sorted(set(options) & set(kwargs))
+        if both:
+            raise ValueError(f"layer option {both[0]!r} given twice (as a keyword and in "
+                             "layer_options).")
+        options.update({k: kwargs.pop(k) for k in list(kwargs) if k not in names})
+        return cls(**kwargs, layer_options=options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,22 +243,18 @@ class TrainConfig:
     """Fields a resumed run may change: they do not change what is trained."""
 
     def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:
-        """ValueError naming the first field whose value is not allowed."""
         for name in ("epochs", "batch_size", "eval_batch_size"):
-            _check_int(name, getattr(self, name), 1)
-        check_seed("seed", self.seed)
-        if self.max_steps is not None:
-            _check_int("max_steps", self.max_steps, 1)
+            _checked(self, name, check_positive_int)
+        _checked(self, "seed", check_seed)
         for name in ("lr", "ssm_lr", "weight_decay"):
-            _check_real(name, getattr(self, name), 0.0, math.inf)
-        _check_real("warmup_fraction", self.warmup_fraction, 0.0, 1.0, closed_high=False)
-        _check_real("validation_fraction", self.validation_fraction, 0.0, 1.0, closed_high=False)
-        _check_bool("keep_best", self.keep_best)
-        _check_bool("progress", self.progress)
+            _checked(self, name, _check_real, 0.0)
+        for name in ("warmup_fraction", "validation_fraction"):
+            _checked(self, name, _check_real, 0.0, 1.0, closed_high=False)
+        for name in ("keep_best", "progress"):
+            _checked(self, name, check_bool)
+        if self.max_steps is not None:
+            _checked(self, "max_steps", check_positive_int)
         if self.save_every_steps is not None:
-            _check_int("save_every_steps", self.save_every_steps, 1)
+            _checked(self, "save_every_steps", check_positive_int)
         if self.save_every_minutes is not None:
-            _check_real("save_every_minutes", self.save_every_minutes, 0.0, math.inf, open_low=True)
+            _checked(self, "save_every_minutes", _check_real, 0.0, open_low=True)

@@ -18,6 +18,10 @@
 
 Shapes: inputs (B, L, d_input); classifier outputs (B, n_classes); causal model outputs
 (B, L, d_output). A single unbatched sequence (L, d_input) works too.
+
+The architecture is a :class:`~annotated_ssm.config.ModelConfig` (checked once, there);
+``model.architecture`` is its ``to_dict()`` plus what the data fixed (model class, d_input,
+n_classes or d_output), which a checkpoint stores and ``model_from_architecture`` rebuilds.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .config import NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
 __all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS",
-           "model_from_architecture"]
+           "model_from_architecture", "count_dense_params"]
 
 _DEFAULT = ModelConfig()  # the one place the architecture's defaults are written
 
@@ -93,36 +97,37 @@ class SequenceModel(nnx.Module):
     """Encoder → ``n_layers`` residual blocks → final norm. Subclasses add pooling and decoder.
 
     Args:
-        layer: layer name ("s4", "dss", "s4d", "s5").
+        layer: a :class:`ModelConfig`, or a layer name ("s4", "dss", "s4d", "s5", …) with
+            the config's fields as keywords (``d_model=64, n_layers=4, …``; the defaults
+            are ModelConfig's) and any other keyword a layer option (``init="lin"``).
         d_input: input channels per step.
-        d_model: channels inside the blocks.
-        n_layers: number of residual blocks.
-        state_size: the layers' N.
         rngs: random keys (``nnx.Rngs(seed)``; dropout draws from its ``dropout`` stream).
-        Other keywords: see :class:`ResidualBlock`.
     """
 
-    def __init__(self, layer: str, d_input: int, *, d_model: int = _DEFAULT.d_model, n_layers: int = _DEFAULT.n_layers,
-                 state_size: int = _DEFAULT.state_size, norm: str = _DEFAULT.norm, glu: bool = _DEFAULT.glu,
-                 dropout: float = _DEFAULT.dropout, bidirectional: bool = _DEFAULT.bidirectional,
-                 rngs: nnx.Rngs, **layer_kwargs):
+    def __init__(self, layer: str | ModelConfig, d_input: int, *, rngs: nnx.Rngs, **kwargs):
+        if isinstance(layer, ModelConfig):
+            if kwargs:
+                raise ValueError("pass either a ModelConfig or keyword arguments, not both; got "
+                                 f"also {sorted(kwargs)}.")
+            config = layer
+        else:
+            config = ModelConfig.from_kwargs(layer=layer, **kwargs)
+        self.config = config
         self.d_input = check_positive_int("d_input", d_input)
-        self.d_model = check_positive_int("d_model", d_model)
-        check_positive_int("n_layers", n_layers)
-        self.layer_name = layer
-        self.bidirectional = bidirectional
+        self.d_model = config.d_model
+        self.layer_name = config.layer
+        self.bidirectional = config.bidirectional
         # Everything needed to build this model again (a checkpoint stores it; subclasses
-        # add their own arguments). Plain Python values: nnx treats them as static.
-        self.architecture = dict(layer=layer, d_input=d_input, d_model=d_model, n_layers=n_layers,
-                                 state_size=state_size, norm=norm, glu=glu, dropout=dropout,
-                                 bidirectional=bidirectional, **layer_kwargs)
-        self.encoder = nnx.Linear(d_input, d_model, rngs=rngs)
+        # add what the data fixes). Plain Python values: nnx treats them as static.
+        self.architecture = dict(config.to_dict(), d_input=self.d_input)
+        self.encoder = nnx.Linear(d_input, config.d_model, rngs=rngs)
         self.blocks = nnx.List([
-            ResidualBlock(layer, d_model, state_size, norm=norm, glu=glu, dropout=dropout,
-                          bidirectional=bidirectional, rngs=rngs, **layer_kwargs)
-            for _ in range(n_layers)
+            ResidualBlock(config.layer, config.d_model, config.state_size, norm=config.norm,
+                          glu=config.glu, dropout=config.dropout,
+                          bidirectional=config.bidirectional, rngs=rngs, **config.layer_kwargs())
+            for _ in range(config.n_layers)
         ])
-        self.final_norm = nnx.LayerNorm(d_model, rngs=rngs)
+        self.final_norm = nnx.LayerNorm(config.d_model, rngs=rngs)
 
     def check_input(self, x, name: str = "x") -> None:
         """ValueError unless x is (B, L, d_input) or (L, d_input) with L >= 1."""
@@ -154,12 +159,13 @@ class SequenceClassifier(SequenceModel):
     Output: logits (B, n_classes) for x (B, L, d_input).
     """
 
-    def __init__(self, layer: str, d_input: int, n_classes: int, *, pooling: str = _DEFAULT.pooling,
-                 rngs: nnx.Rngs, **kwargs):
+    def __init__(self, layer: str | ModelConfig, d_input: int, n_classes: int, *, rngs: nnx.Rngs,
+                 **kwargs):
         super().__init__(layer, d_input, rngs=rngs, **kwargs)
-        self.pooling = check_choice("pooling", pooling, POOLINGS)
+        self.pooling = self.config.pooling
         self.n_classes = check_positive_int("n_classes", n_classes, minimum=2)
-        self.architecture = dict(self.architecture, model="SequenceClassifier", n_classes=n_classes, pooling=pooling)
+        self.architecture = dict(self.architecture, model="SequenceClassifier",
+                                 n_classes=self.n_classes)
         self.decoder = nnx.Linear(self.d_model, n_classes, rngs=rngs)
 
     def __call__(self, x):
@@ -178,13 +184,14 @@ class CausalSequenceModel(SequenceModel):
     Output: (B, L, d_output) for x (B, L, d_input).
     """
 
-    def __init__(self, layer: str, d_input: int, d_output: int, *, rngs: nnx.Rngs, **kwargs):
-        if kwargs.get("bidirectional"):
-            raise ValueError("bidirectional must be False for a CausalSequenceModel (its outputs may not see the future).")
+    def __init__(self, layer: str | ModelConfig, d_input: int, d_output: int, *, rngs: nnx.Rngs,
+                 **kwargs):
         super().__init__(layer, d_input, rngs=rngs, **kwargs)
+        self.config.check_task("regression")  # not bidirectional, no pooling
         self.d_output = check_positive_int("d_output", d_output)
         self.decoder = nnx.Linear(self.d_model, d_output, rngs=rngs)
-        self.architecture = dict(self.architecture, model="CausalSequenceModel", d_output=d_output)
+        self.architecture = dict(self.architecture, model="CausalSequenceModel",
+                                 d_output=self.d_output)
 
     def __call__(self, x):
         return self.decoder(self.features(x))
@@ -247,15 +254,34 @@ class CausalSequenceModel(SequenceModel):
         return jnp.moveaxis(jnp.concatenate([y_prompt, y_free]), 0, -2)
 
 
+_CLASSES = {"SequenceClassifier": ("n_classes",), "CausalSequenceModel": ("d_output",)}
+DATA_KEYS = ("model", "d_input", "n_classes", "d_output")
+"""The entries of ``model.architecture`` that the data fixed; the others are ModelConfig's."""
+
+
 def model_from_architecture(architecture: dict[str, Any], *, rngs: nnx.Rngs) -> SequenceModel:
     """Build a model from its ``architecture`` dict (as recorded by the model and stored in a
-    checkpoint): ``{"model": "SequenceClassifier", "layer": "s4d", "d_input": 1, …}``."""
-    classes = {"SequenceClassifier": SequenceClassifier, "CausalSequenceModel": CausalSequenceModel}
+    checkpoint): ``{"model": "SequenceClassifier", "d_input": 1, "n_classes": 10,
+    **ModelConfig(...).to_dict()}``."""
     if not isinstance(architecture, dict) or "model" not in architecture:
         raise ValueError(f"architecture must be a dict with a 'model' entry; got {architecture!r}.")
-    kwargs = dict(architecture)
-    cls = classes[check_choice("model class", kwargs.pop("model"), classes)]
-    try:
-        return cls(rngs=rngs, **kwargs)
-    except TypeError as error:  # a missing or unknown argument
-        raise ValueError(f"cannot build a {cls.__name__} from architecture {architecture!r}: {error}") from error
+    name = check_choice("model class", architecture["model"], _CLASSES)
+    cls = {"SequenceClassifier": SequenceClassifier, "CausalSequenceModel": CausalSequenceModel}[name]
+    needed = ("d_input", *_CLASSES[name])
+    missing = [key for key in needed if key not in architecture]
+    if missing:
+        raise ValueError(f"cannot build a {name} from architecture {architecture!r}: it has no "
+                         f"{missing[0]!r}.")
+    config = ModelConfig.from_dict({k: v for k, v in architecture.items() if k not in DATA_KEYS})
+    return cls(config, *(architecture[key] for key in needed), rngs=rngs)
+
+
+def count_dense_params(config: ModelConfig, d_input: int, d_output: int) -> int:
+    """The parameters outside the SSM layers (encoder, norms, position-wise mixing, decoder)
+    of ``config``'s model, computed without building it: a lower bound of its size for
+    any layer (the SSM layers add their own, about H × N each), and its bulk when H is large
+    (the mixing is H × H or H × 2H per block)."""
+    h = config.d_model
+    mix = h * (2 * h if config.glu else h) + (2 * h if config.glu else h)
+    block = 2 * h + mix  # the pre-norm's scale and bias, then the mixing
+    return d_input * h + h + config.n_layers * block + 2 * h + h * d_output + d_output

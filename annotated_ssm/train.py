@@ -1,5 +1,5 @@
 """Training: optax AdamW with the SSM papers' parameter groups, jitted steps, evaluation,
-checkpoints, data parallelism, and a command line.
+checkpoints, data parallelism, and runs over several seeds.
 
 The recipe of S4/DSS/S4D/S5:
 
@@ -24,21 +24,14 @@ dropout streams, step and history to ``folder/last`` (periodically, on Ctrl-C an
 end) and the best model on validation to ``folder/best``; ``fit(..., resume_from=folder)``
 continues bit for bit where it stopped.
 
-Command line (its options are generated from the two dataclasses)::
-
-    python -m annotated_ssm.train --layer s4d --dataset mnist1d --epochs 20 --checkpoint runs/s4d
-    python -m annotated_ssm.train ... --checkpoint runs/s4d --resume   # after Ctrl-C
-    python -m annotated_ssm.train --help
+The command line is ``annotated_ssm.cli`` (``python -m annotated_ssm.train`` runs it too).
 """
 
 from __future__ import annotations
 
-import argparse
-import ast
 import contextlib
 import dataclasses
 import functools
-import json
 import math
 import os
 import pathlib
@@ -47,7 +40,6 @@ import signal
 import sys
 import threading
 import time
-import typing
 import zlib
 from typing import Any
 
@@ -63,8 +55,7 @@ from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names
                          load_model, mark_stale, read_checkpoint_info, recover_checkpoint,
                          restore_checkpoint, save_checkpoint)
 from .config import ModelConfig, TrainConfig, check_seed
-from .data import (DATASET_TASKS, DATASETS, Dataset, batches, check_dataset, load_dataset,
-                   validation_split)
+from .data import Dataset, batches, check_dataset, validation_split
 from .layers import SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
 
@@ -93,7 +84,6 @@ __all__ = [
     "restore_checkpoint",
     "load_model",
     "read_checkpoint_info",
-    "main",
 ]
 
 
@@ -146,15 +136,10 @@ def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0,
     """A model that fits ``dataset``: a ``SequenceClassifier`` with ``dataset.n_classes``
     outputs for classification, a ``CausalSequenceModel`` for per-step regression.
 
-    ``layer`` is a layer name, with the model's keywords in ``kwargs`` (d_model, n_layers,
-    state_size, norm, glu, dropout, bidirectional, pooling, layer options, …), or a whole
-    :class:`ModelConfig` (then no ``kwargs``). ``seed`` seeds the initialisation.
+    ``layer`` is a :class:`ModelConfig`, or a layer name with the config's fields and layer
+    options as keywords (see :class:`~annotated_ssm.model.SequenceModel`). ``seed`` seeds
+    the initialisation.
     """
-    if isinstance(layer, ModelConfig):
-        if kwargs:
-            raise ValueError("pass either a ModelConfig or keyword arguments, not both; got also "
-                             f"{sorted(kwargs)}.")
-        layer, kwargs = layer.layer, layer.model_kwargs(dataset.task)
     rngs = nnx.Rngs(seed)
     if dataset.task == "classification":
         return SequenceClassifier(layer, dataset.channels, dataset.n_classes, rngs=rngs, **kwargs)
@@ -575,9 +560,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     it is checked at the end of every epoch and before every save.
     """
     config = TrainConfig() if config is None else config
-    if not isinstance(config, TrainConfig):
+    if not isinstance(config, TrainConfig):  # a TrainConfig is checked when it is built
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
-    config.validate()
     if not isinstance(dataset, Dataset):
         raise TypeError("dataset must be an annotated_ssm.data.Dataset; got "
                         f"{type(dataset).__name__}.")
@@ -630,7 +614,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     replicate(optimizer, mesh)
 
     # The step with model and optimizer bound once: nnx.jit would otherwise walk both object
-    # graphs on every call, a fifth of a small model's step time on a CPU. The bound copy
+    # graphs on every call (benchmarks/README.md measures what that costs). The bound copy
     # shares the parameters but keeps the mode it had when bound: train mode (dropout on),
     # whatever `evaluate` does to `model` between epochs.
     model.train()
@@ -782,228 +766,7 @@ def fit_seeds(model_config: ModelConfig, dataset: Dataset, config: TrainConfig |
     return SeedResults(seeds, histories, n_params)
 
 
-# --- Command line ---------------------------------------------------------------------------
+if __name__ == "__main__":  # ``python -m annotated_ssm.train``: the command line, as before
+    from annotated_ssm.cli import main
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``error: …`` on stderr, exit status 2."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number; got {text!r}")
-    return value
-
-
-_parse_float.__name__ = "number"  # argparse names the type in its messages
-
-
-def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
-    """One option per dataclass field: ``--field-name``, its type, default and help text."""
-    group = parser.add_argument_group(f"{config_class.__name__} (annotated_ssm.config)")
-    hints = typing.get_type_hints(config_class)
-    defaults = config_class()
-    for field in dataclasses.fields(config_class):
-        kind = hints[field.name]
-        default = getattr(defaults, field.name)
-        help = field.metadata["help"]
-        if field.name == "layer_options":
-            group.add_argument("--layer-option", dest=field.name, action="append", default=[],
-                               metavar="KEY=VALUE",
-                               help=f"{help}; repeatable, e.g. --layer-option init=rand")
-            continue
-        flag = "--" + field.name.replace("_", "-")
-        if kind is bool:
-            group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
-                               default=default, help=help)
-            continue
-        base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # X|None: X
-        parse = _parse_float if base is float else base
-        group.add_argument(flag, dest=field.name, type=parse, default=default, help=help,
-                           choices=field.metadata.get("choices"),
-                           metavar=None if field.metadata.get("choices") else field.name.upper())
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="python -m annotated_ssm.train",
-        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. The "
-                    "options in the groups ModelConfig and TrainConfig are the fields of those "
-                    "dataclasses, with their defaults.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
-                        help="dataset (smnist and scifar are downloaded once; the others are "
-                             "generated locally)")
-    parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
-                        help="a run folder: the training state is saved to DIR/last (periodically, "
-                             "on Ctrl-C and at the end) and the best epoch's model to DIR/best; "
-                             "checked before training")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run saved in --checkpoint DIR, with the same options")
-    _add_fields(parser, ModelConfig)
-    _add_fields(parser, TrainConfig)
-    return parser
-
-
-def _layer_options(items: list[str]) -> dict[str, Any]:
-    """Parse ["init=rand", "blocks=4"] into {"init": "rand", "blocks": 4} (Python literals, else
-    strings)."""
-    options = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--layer-option must look like KEY=VALUE; got {item!r}.")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return options
-
-
-def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
-    """The two configurations from the parsed arguments (validated by the dataclasses)."""
-    values = vars(args)
-    model_values = {f.name: values[f.name] for f in dataclasses.fields(ModelConfig)}
-    model_values["layer_options"] = _layer_options(values["layer_options"])
-    train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
-    return ModelConfig(**model_values), train
-
-
-def _count_params_without_building(model_config: ModelConfig, task: str) -> int:
-    """The number of parameters of ``model_config``'s model, without allocating it: the count
-    is a quadratic in d_model plus n_layers times another (every weight is a vector or a
-    matrix over the channels), so six tiny models give it exactly. Builds them, so a layer
-    option the layer does not take raises here (ValueError)."""
-    def count(d_model, n_layers):
-        kwargs = {**model_config.model_kwargs(task), "d_model": d_model, "n_layers": n_layers}
-        try:
-            if task == "classification":
-                model = SequenceClassifier(model_config.layer, 1, 2, rngs=nnx.Rngs(0), **kwargs)
-            else:
-                model = CausalSequenceModel(model_config.layer, 1, 1, rngs=nnx.Rngs(0), **kwargs)
-        except TypeError as error:  # an option the layer does not take
-            raise ValueError("invalid --layer-option for layer "
-                             f"{model_config.layer!r}: {error}") from error
-        return count_params(model)
-
-    h, n = model_config.d_model, model_config.n_layers
-    if h <= 3:
-        return count(h, 1) + (n - 1) * (count(h, 2) - count(h, 1))
-    per_block = [count(d, 2) - count(d, 1) for d in (1, 2, 3)]
-    rest = [count(d, 1) - b for d, b in zip((1, 2, 3), per_block)]
-
-    def quadratic(values):  # through (1, v1), (2, v2), (3, v3), evaluated at h
-        a = (values[2] - 2 * values[1] + values[0]) / 2
-        b = values[1] - values[0] - 3 * a
-        return a * h * h + b * h + (values[0] - a - b)
-
-    return int(round(quadratic(rest) + n * quadratic(per_block)))
-
-
-def _memory_bytes() -> int | None:
-    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
-    try:
-        stats = jax.local_devices()[0].memory_stats() or {}
-        if stats.get("bytes_limit"):
-            return int(stats["bytes_limit"])
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_before_loading(model_config: ModelConfig, config: TrainConfig, dataset: str,
-                          checkpoint: pathlib.Path | None, resume: bool) -> None:
-    """Everything that can be checked without the data: the options against the data set's
-    task and the layer, the model's size against the memory, the run folder (every name a
-    save creates), what the checkpoint will record, and with ``resume`` that the saved run
-    used the same options."""
-    task = DATASET_TASKS[dataset]
-    n_params = _count_params_without_building(model_config, task)
-    memory = _memory_bytes()
-    needed = 4 * 4 * n_params  # float32 weights, gradients and AdamW's two moments
-    if memory is not None and needed > memory:
-        raise ValueError(f"d_model={model_config.d_model}, n_layers={model_config.n_layers}, "
-                         f"state_size={model_config.state_size} make a model of {n_params:,} "
-                         f"parameters: training needs at least {needed / 2**30:,.1f} GiB, and this "
-                         f"device has {memory / 2**30:,.1f} GiB.")
-    if resume and checkpoint is None:
-        raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
-    if checkpoint is None:
-        return
-    path = check_run_folder(checkpoint, resume=resume)
-    if not resume:
-        return
-    info, state = _saved_training_state(path)
-    differ = _config_differences(info.get("train_config"), config)
-    ours = {"layer": model_config.layer, **model_config.model_kwargs(task)}
-    from_data = ("d_input", "model", "n_classes", "d_output")
-    stored = {k: v for k, v in info["architecture"].items() if k not in from_data}
-    differ += [f"{k}: stored {stored.get(k)!r}, given "
-               f"{ours.get(k)!r}" for k in sorted(set(ours) | set(stored))
-               if json.loads(json.dumps(ours.get(k))) != stored.get(k)]
-    if state["dataset"]["name"] != dataset:
-        differ.append(f"dataset: stored {state['dataset']['name']!r}, given {dataset!r}")
-    if differ:
-        raise ValueError(f"--resume: the run in {str(path)!r} was started with other options "
-                         f"({'; '.join(differ)}); give the same ones.")
-
-
-_JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m annotated_ssm.train`` and ``annotated-ssm-train``.
-
-    Exit status 0 on success; 2 (one line ``error: …``) for an invalid argument or
-    checkpoint folder, found before any data is loaded or anything compiled; 1 when a run
-    fails later (a download, a diverged loss, memory); 130 on Ctrl-C (after saving the
-    training state to ``--checkpoint DIR/last``; ``--resume`` continues it).
-    """
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        model_config, config = _configs(args)
-        _check_before_loading(model_config, config, args.dataset, args.checkpoint, args.resume)
-    except (ValueError, TypeError, OSError) as error:
-        parser.exit(2, f"error: {error}\n")
-    try:
-        dataset = load_dataset(args.dataset)
-        model = build_model(model_config, dataset, seed=config.seed)
-        print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
-              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} "
-              "steps", flush=True)
-        history = fit(model, dataset, config, checkpoint=args.checkpoint,
-                      resume_from=args.checkpoint if args.resume else None)
-        summary = {"layer": model_config.layer, "dataset": args.dataset,
-                   "epochs": len(history.epoch),
-                   "steps": history.steps[-1], "best_epoch": history.best_epoch,
-                   "test_loss": round(history.test_loss, 4),
-                   "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
-        if dataset.task == "classification":
-            summary["test_accuracy"] = round(history.test_accuracy, 4)
-            summary["val_accuracy"] = [round(v, 4) for v in history.val_accuracy]
-        if history.stopped:
-            summary["stopped"] = history.stopped
-        if args.checkpoint is not None:
-            folder = args.checkpoint.absolute()
-            summary["checkpoint"] = str(folder / LAST)
-            if (folder / BEST).exists():
-                summary["best"] = str(folder / BEST)
-    except TrainingInterrupted as interrupted:
-        parser.exit(130, f"error: {interrupted}\n")
-    except KeyboardInterrupt:
-        parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the "
-                         "training state).\n")
-    except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
-        message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
-        parser.exit(1, f"error: {message[:2000]}\n")
-    print(json.dumps(summary))
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

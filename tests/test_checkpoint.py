@@ -43,7 +43,8 @@ def test_load_model_rebuilds_the_architecture_and_the_weights(tmp_path):
     info = read_checkpoint_info(path)
     assert info["package_version"] == __version__ and info["train_config"]["epochs"] == 7
     assert info["architecture"] == dict(model.architecture) and info["extra"] == {"note": "x"}
-    assert info["architecture"]["init"] == "legs" and not info["has_optimizer"] and info["step"] is None
+    assert info["architecture"]["layer_options"] == {"init": "legs"}
+    assert not info["has_optimizer"] and info["step"] is None
     loaded = load_model(path)
     assert isinstance(loaded, SequenceClassifier) and loaded.pooling == "last"
     np.testing.assert_array_equal(loaded(X), model(X))
@@ -52,6 +53,36 @@ def test_load_model_rebuilds_the_architecture_and_the_weights(tmp_path):
     loaded = load_model(save_checkpoint(tmp_path / "causal", causal))
     assert isinstance(loaded, CausalSequenceModel)
     np.testing.assert_array_equal(loaded(X), causal(X))
+
+
+# The architectures annotated_ssm 0.2.0 stored (format_version 1): the layer options beside
+# the other entries, the step bounds only when set, no pooling for a causal model.
+VERSION_1 = {
+    "classifier": {"layer": "s4d", "d_input": 2, "d_model": 8, "n_layers": 1, "state_size": 4,
+                   "norm": "batch", "glu": True, "dropout": 0.0, "bidirectional": False,
+                   "step_min": 0.01, "step_max": 1.0, "init": "legs", "model": "SequenceClassifier",
+                   "n_classes": 3, "pooling": "last"},
+    "causal": {"layer": "s4d", "d_input": 2, "d_model": 8, "n_layers": 1, "state_size": 4,
+               "norm": "layer", "glu": True, "dropout": 0.0, "bidirectional": False,
+               "model": "CausalSequenceModel", "d_output": 2},
+}
+
+
+def test_a_format_version_1_checkpoint_is_converted_when_read(tmp_path):
+    models = {"classifier": classifier(pooling="last", norm="batch", init="legs"),
+              "causal": CausalSequenceModel("s4d", 2, 2, rngs=nnx.Rngs(0), d_model=8, n_layers=1,
+                                            state_size=4)}
+    for name, model in models.items():
+        model.eval()
+        path = save_checkpoint(tmp_path / name, model)  # the arrays are laid out as in version 1
+        metadata = json.loads((path / "annotated_ssm.json").read_text())
+        assert metadata["format_version"] == 2
+        metadata.update(format_version=1, architecture=VERSION_1[name])
+        (path / "annotated_ssm.json").write_text(json.dumps(metadata))
+        assert read_checkpoint_info(path)["architecture"] == model.architecture
+        np.testing.assert_array_equal(load_model(path)(X), model(X))
+        restore_checkpoint(path, model)  # into a model built today: the same architecture
+    assert models["classifier"].architecture["layer_options"] == {"init": "legs"}
 
 
 def test_saving_refuses_a_folder_holding_a_users_file(tmp_path):

@@ -1,4 +1,4 @@
-"""The command line ``python -m annotated_ssm.train``: options generated from the config
+"""The command line ``python -m annotated_ssm.cli``: options generated from the config
 dataclasses (help and default for each), every bad argument and checkpoint path rejected
 with one line ``error: …`` and exit status 2 before any data is loaded, a diverged run
 that never overwrites a good checkpoint, and a real run that saves a loadable checkpoint."""
@@ -12,11 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from annotated_ssm import train
+from annotated_ssm import cli
 from annotated_ssm.checkpoint import load_model, save_checkpoint
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
-from annotated_ssm.train import build_model, main
+from annotated_ssm.cli import main
+from annotated_ssm.train import build_model
 
 SMALL = ["--layer", "s4d", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
          "--no-progress"]
@@ -30,7 +31,7 @@ def no_data(monkeypatch):
         raise AssertionError(f"the command loaded the data set {name!r} before rejecting its "
                              "arguments")
 
-    monkeypatch.setattr(train, "load_dataset", refuse)
+    monkeypatch.setattr(cli, "load_dataset", refuse)
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def tiny_digits(monkeypatch):
     full = load_dataset("digits")
     small = Dataset("digits", full.x_train[:200], full.y_train[:200], full.x_test[:50], full.y_test[:50],
                     "classification", 10)
-    monkeypatch.setattr(train, "load_dataset", lambda name, **kwargs: small)
+    monkeypatch.setattr(cli, "load_dataset", lambda name, **kwargs: small)
     return small
 
 
@@ -90,7 +91,10 @@ def test_every_config_field_is_an_option_with_help_and_default(capsys):
     (["--dataset", "digits_ar", "--pooling", "last"], "pooling='last' does not apply to a "
                                                       "regression"),
     (["--layer-option", "oops"], "KEY=VALUE; got 'oops'"),
-    (["--layer-option", "no_such_option=1"], "invalid --layer-option for layer 's4d'"),
+    (["--layer-option", "no_such_option=1"], "layer 's4d' takes no option 'no_such_option'; its "
+                                             "options: init, init_options"),
+    (["--layer", "s5", "--layer-option", "init=lin"], "layer 's5' takes no option 'init'"),
+    (["--layer-option", "step_min=0.1"], "layer_options may not set ['step_min']"),
     (["--checkpoint", "."], "is the current directory or contains it"),
 ])
 def test_bad_arguments_are_one_line_errors_before_any_data(argv, message, capsys, no_data):
@@ -114,9 +118,10 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     assert (tmp_path / "folder" / "data.csv").read_text() == "1,2" and (tmp_path / "file").read_text() == "x"
 
 
-def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path):
+@pytest.mark.parametrize("module", ["annotated_ssm.cli", "annotated_ssm.train"])  # .train: the old name
+def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path, module):
     (tmp_path / "file").write_text("x")
-    done = subprocess.run([sys.executable, "-m", "annotated_ssm.train", "--checkpoint", str(tmp_path / "file" / "c")],
+    done = subprocess.run([sys.executable, "-m", module, "--checkpoint", str(tmp_path / "file" / "c")],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: cannot save a "
@@ -154,3 +159,11 @@ def test_a_run_saves_a_checkpoint_that_loads_and_can_be_replaced(tmp_path, capsy
     assert status == 0, err                                                                 # may be replaced
     assert sorted(p.name for p in path.parent.iterdir()) == ["s4d"]
     assert sorted(p.name for p in path.iterdir()) == ["best", "last"]
+
+
+def test_a_value_the_layer_refuses_is_a_one_line_error_with_status_2(capsys, tiny_digits):
+    # the config checks the option's name against the layer's signature; its value is the
+    # layer's to check, when the model is built (after the data set is loaded)
+    status, out, err = run([*SMALL, "--dataset", "digits", "--layer-option", "init=nope"], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith("error: layer 's4d' refuses its options: ") and "'nope'" in err

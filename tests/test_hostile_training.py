@@ -32,6 +32,7 @@ import pytest
 from flax import nnx
 
 from annotated_ssm import checkpoint, train
+from annotated_ssm import cli as command_line
 from annotated_ssm.checkpoint import (load_model, read_checkpoint_info, recover_checkpoint,
                                       save_checkpoint)
 from annotated_ssm.config import ModelConfig, TrainConfig
@@ -258,7 +259,7 @@ CLI_DATA = dataclasses.replace(DATA, name="digits")  # the command checks the na
 
 @pytest.fixture
 def cli_data(monkeypatch):
-    monkeypatch.setattr(train, "load_dataset", lambda name, **kwargs: CLI_DATA)
+    monkeypatch.setattr(command_line, "load_dataset", lambda name, **kwargs: CLI_DATA)
 
 
 def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_data, monkeypatch):
@@ -270,7 +271,7 @@ def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_d
     assert err.startswith("error: interrupted at step 5; the training state "
                           "is saved in") and "--resume" in err
     monkeypatch.undo()
-    monkeypatch.setattr(train, "load_dataset", lambda name, **kwargs: CLI_DATA)
+    monkeypatch.setattr(command_line, "load_dataset", lambda name, **kwargs: CLI_DATA)
     status, out, err = cli([*SMALL, "--checkpoint", str(tmp_path / "run"), "--resume"], capsys)
     assert status == 0, err
     summary = json.loads(out.splitlines()[-1])

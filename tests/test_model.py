@@ -167,3 +167,52 @@ def test_architecture_rebuilds_the_same_model(layer):
         model_from_architecture({**causal.architecture, "model": "RNN"}, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="cannot build a CausalSequenceModel"):
         model_from_architecture({k: v for k, v in causal.architecture.items() if k != "d_output"}, rngs=nnx.Rngs(0))
+
+
+@layer_names
+def test_count_dense_params_is_everything_but_the_ssm_layers(layer):
+    from annotated_ssm.config import ModelConfig
+    from annotated_ssm.model import count_dense_params
+
+    for glu, norm in ((True, "layer"), (False, "batch")):
+        config = ModelConfig(layer=layer, glu=glu, norm=norm, **SMALL)
+        model = SequenceClassifier(config, 3, 5, rngs=nnx.Rngs(0))
+        total = sum(np.size(leaf) for leaf in jax.tree.leaves(nnx.state(model, nnx.Param)))
+        ssm = sum(np.size(leaf) for block in model.blocks
+                  for leaf in jax.tree.leaves(nnx.state(block.ssm, nnx.Param)))
+        assert total - ssm == count_dense_params(config, 3, 5)
+
+
+def test_a_new_layer_needs_no_special_case(monkeypatch, tmp_path):
+    """A layer registered in LAYERS with an option of its own: the config checks the option's
+    name against the constructor, the model passes it on, a checkpoint stores and restores it."""
+    from annotated_ssm.checkpoint import load_model, save_checkpoint
+    from annotated_ssm.config import ModelConfig
+
+    monkeypatch.setitem(LAYERS, "toy", (__name__, "ToyLayer"))
+    config = ModelConfig(layer="toy", layer_options={"gain": 2.0}, **SMALL)
+    model = CausalSequenceModel(config, 1, 1, rngs=nnx.Rngs(0))
+    assert all(block.ssm.gain == 2.0 for block in model.blocks)
+    assert model.architecture["layer_options"] == {"gain": 2.0}
+    loaded = load_model(save_checkpoint(tmp_path / "toy", model))
+    assert loaded.config == config and loaded.blocks[0].ssm.gain == 2.0
+    with pytest.raises(ValueError, match="layer 'toy' takes no option 'init'; its options: gain"):
+        ModelConfig(layer="toy", layer_options={"init": "lin"})
+
+
+def _toy_layer():
+    from annotated_ssm.layers.s4d import S4DLayer
+
+    class ToyLayer(S4DLayer):
+        """S4D with one option of its own (a stand-in for a layer added to LAYERS)."""
+
+        def __init__(self, d_model, state_size=64, *, bidirectional=False, step_min=1e-3,
+                     step_max=1e-1, rngs, gain: float = 1.0):
+            super().__init__(d_model, state_size, bidirectional=bidirectional, step_min=step_min,
+                             step_max=step_max, rngs=rngs)
+            self.gain = gain
+
+    return ToyLayer
+
+
+ToyLayer = _toy_layer()

@@ -251,12 +251,17 @@ def test_configs_reject_bad_values_naming_the_field():
     for kwargs, message in ((dict(layer="lstm"), "layer 'lstm'; choose one of"),
                             (dict(dropout=1.0), "dropout"),
                             (dict(step_min=0.5, step_max=0.1), "step_min must be <= step_max"),
-                            (dict(step_min=float("inf")), "step_min must be a finite number"),
+                            (dict(step_min=float("inf")), "step_min must be a real number > 0, finite"),
+                            (dict(step_max=1e-5), r"step_min must be <= step_max; got step_min=0.001"),
                             (dict(layer_options={"state_size": 3}), "may not set")):
         with pytest.raises(ValueError, match=message):
             ModelConfig(**kwargs)
     with pytest.raises(ValueError, match="bidirectional=True does not apply to a regression"):
-        ModelConfig(bidirectional=True).model_kwargs("regression")
+        ModelConfig(bidirectional=True).check_task("regression")
+    # NumPy scalars are stored as the Python values JSON can write into a checkpoint
+    config = TrainConfig(epochs=np.int64(3), lr=np.float32(0.5), keep_best=np.bool_(False))
+    assert [type(v) for v in (config.epochs, config.lr, config.keep_best)] == [int, float, bool]
+    assert type(ModelConfig(d_model=np.int32(8)).d_model) is int
 
 
 def test_regression_training_and_checkpoint_restores_identical_predictions(tmp_path):
