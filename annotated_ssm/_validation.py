@@ -112,6 +112,31 @@ def check_positive_real(name: str, value: Any) -> float:
     return float(value)
 
 
+MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
+
+
+def check_seed(name: str, value: Any) -> int:
+    """Return ``value`` as int; ValueError unless it is an integer in [0, MAX_SEED]
+    (a float such as 1.7 is refused, not truncated)."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or not 0 <= value <= MAX_SEED):
+        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {value!r}.")
+    return int(value)
+
+
+def check_real_in(name: str, value: Any, low: float, high: float = np.inf, *,
+                  closed_high: bool = True, open_low: bool = False) -> float:
+    """Return ``value`` as float; ValueError unless it is a finite real in [low, high]
+    (or (low, …] / […, high) as asked)."""
+    ok = (is_real_number(value) and np.isfinite(value)
+          and (value > low if open_low else value >= low)
+          and (value <= high if closed_high else value < high))
+    if not ok:
+        spelled = f"{'(' if open_low else '['}{low}, {high}{']' if closed_high else ')'}"
+        raise ValueError(f"{name} must be a finite number in {spelled}; got {value!r}.")
+    return float(value)
+
+
 def check_step_bounds(step_min: Any, step_max: Any, dtype=np.float32) -> tuple[float, float]:
     """Return (step_min, step_max) as floats, or raise ValueError unless each is a real number
     that is finite and a normal number > 0 in ``dtype`` (where log Δ is computed and stored:

@@ -18,18 +18,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import math
 from typing import Any
 
-import numpy as np
 
-from ._validation import (check_bool, check_choice, check_positive_int, check_step_bounds,
-                          is_real_number)
+from ._validation import (MAX_SEED, check_bool, check_choice, check_positive_int, check_real_in,
+                          check_seed, check_step_bounds)
 from .layers import LAYERS, get_layer
 
 __all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_SEED", "check_seed"]
-
-MAX_SEED = 2**32 - 1  # numpy's legacy generators (mnist1d's) take seeds below 2**32
 
 NORMS = ("layer", "batch")
 POOLINGS = ("mean", "last")
@@ -44,28 +40,6 @@ def _field(default: Any, help: str, **metadata) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
-def check_seed(name: str, value: Any) -> int:  # TODO(lead): move to _validation
-    """Return ``value`` as int; ValueError unless it is an integer in [0, MAX_SEED]
-    (a float such as 1.7 is refused, not truncated)."""
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
-            or not 0 <= value <= MAX_SEED):
-        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}]; got {value!r}.")
-    return int(value)
-
-
-def _check_real(name: str, value: Any, low: float, high: float = math.inf, *,
-                closed_high: bool = True, open_low: bool = False) -> float:
-    # TODO(lead): move to _validation (a finite real in an interval; check_positive_real
-    # covers only (0, inf) and words its message differently)
-    """Return ``value`` as float; ValueError unless it is a finite real in [low, high]
-    (or (low, …] / […, high) as asked)."""
-    ok = (is_real_number(value) and math.isfinite(value)
-          and (value > low if open_low else value >= low)
-          and (value <= high if closed_high else value < high))
-    if not ok:
-        spelled = f"{'(' if open_low else '['}{low}, {high}{']' if closed_high else ')'}"
-        raise ValueError(f"{name} must be a finite number in {spelled}; got {value!r}.")
-    return float(value)
 
 
 def _checked(instance: Any, name: str, check, *args, **kwargs) -> None:
@@ -114,7 +88,7 @@ class ModelConfig:
         check_choice("pooling", self.pooling, POOLINGS)
         for name in ("glu", "bidirectional"):
             _checked(self, name, check_bool)
-        _checked(self, "dropout", _check_real, 0.0, 1.0, closed_high=False)
+        _checked(self, "dropout", check_real_in, 0.0, 1.0, closed_high=False)
         parameters = self.layer_parameters()
         # The layers' own check (real, normal in float32, where log Δ is stored; step_min <=
         # step_max), now, with a bound left as None standing for the layer's default.
@@ -247,9 +221,9 @@ class TrainConfig:
             _checked(self, name, check_positive_int)
         _checked(self, "seed", check_seed)
         for name in ("lr", "ssm_lr", "weight_decay"):
-            _checked(self, name, _check_real, 0.0)
+            _checked(self, name, check_real_in, 0.0)
         for name in ("warmup_fraction", "validation_fraction"):
-            _checked(self, name, _check_real, 0.0, 1.0, closed_high=False)
+            _checked(self, name, check_real_in, 0.0, 1.0, closed_high=False)
         for name in ("keep_best", "progress"):
             _checked(self, name, check_bool)
         if self.max_steps is not None:
@@ -257,4 +231,4 @@ class TrainConfig:
         if self.save_every_steps is not None:
             _checked(self, "save_every_steps", check_positive_int)
         if self.save_every_minutes is not None:
-            _checked(self, "save_every_minutes", _check_real, 0.0, open_low=True)
+            _checked(self, "save_every_minutes", check_real_in, 0.0, open_low=True)

@@ -35,7 +35,7 @@ import numpy as np
 import pooch
 
 from ._validation import check_choice, check_positive_int, computation_dtypes
-from .config import check_seed
+from ._validation import check_seed
 
 __all__ = [
     "Dataset",

@@ -54,7 +54,8 @@ from tqdm.auto import tqdm
 from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale,
                          load_model, mark_stale, read_checkpoint_info, recover_checkpoint,
                          restore_checkpoint, save_checkpoint)
-from .config import ModelConfig, TrainConfig, check_seed
+from ._validation import check_seed
+from .config import ModelConfig, TrainConfig
 from .data import Dataset, batches, check_dataset, validation_split
 from .layers import SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from annotated_ssm import cli
@@ -17,7 +16,7 @@ from annotated_ssm.checkpoint import load_model, save_checkpoint
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
 from annotated_ssm.cli import main
-from annotated_ssm.train import build_model
+from annotated_ssm.train import build_model, evaluate
 
 SMALL = ["--layer", "s4d", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
          "--no-progress"]
@@ -167,3 +166,18 @@ def test_a_value_the_layer_refuses_is_a_one_line_error_with_status_2(capsys, tin
     status, out, err = run([*SMALL, "--dataset", "digits", "--layer-option", "init=nope"], capsys)
     assert status == 2 and err.count("\n") == 1
     assert err.startswith("error: layer 's4d' refuses its options: ") and "'nope'" in err
+
+
+def test_the_selective_layer_trains_through_the_command_and_loads(tmp_path, capsys, tiny_digits):
+    # A fifth layer needs nothing in config, model, training or checkpoints: s6 runs as is,
+    # and the restored model reproduces the test accuracy the run reported.
+    path = tmp_path / "s6"
+    argv = ["--layer", "s6", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--no-progress",
+            "--dataset", "digits", "--max-steps", "3", "--batch-size", "20", "--checkpoint", str(path)]
+    status, out, err = run(argv, capsys)
+    assert status == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    model = load_model(path / "best")
+    assert model.architecture["layer"] == "s6"
+    accuracy = evaluate(model, tiny_digits.x_test, tiny_digits.y_test)["accuracy"]
+    assert round(accuracy, 4) == summary["test_accuracy"]

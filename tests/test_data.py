@@ -278,7 +278,7 @@ def test_validation_split_is_seeded_disjoint_and_complete():
 LEAN = """
 import sys
 import annotated_ssm, annotated_ssm.layers, annotated_ssm.model, annotated_ssm.train, annotated_ssm.data
-import annotated_ssm.checkpoint, annotated_ssm.config
+import annotated_ssm.checkpoint, annotated_ssm.config, annotated_ssm.cli
 print(sorted(m for m in ("matplotlib", "ipywidgets", "sklearn", "mnist1d") if m in sys.modules))
 """
 

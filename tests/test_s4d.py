@@ -245,7 +245,6 @@ def test_layer_bad_input():
         make_layer(train_B="no")
 
 
-@pytest.mark.skipif(not hasattr(kernels, "s4_kernel"), reason="kernels.s4_kernel (chapter 4) not present")
 @pytest.mark.parametrize("name", ["legs", "lin"])
 def test_equals_s4_kernel_without_low_rank_term(name):
     """S4D is S4 with P = 0: S4's Cauchy/Woodbury kernel (bilinear) with the low-rank part set

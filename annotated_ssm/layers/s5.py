@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from .._validation import check_bool, check_choice, check_positive_int
@@ -179,7 +178,8 @@ class S5Layer(SSMLayer):
                     scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
                 Lambda_bar, factor = self._discretize(scale * step, dtype)
                 Bu_backward = factor * Bu
-            y = y + _real_readout(C[:, P:], _linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True))
+            backward = _linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
+            y = y + _real_readout(C[:, P:], backward)
         return self._activate(y + self._skip(dtype) * u)
 
     def _activate(self, y):
