@@ -64,6 +64,14 @@ def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> 
         raise ValueError(f"{name} must have {spelled} dimensions{extra}; got shape {np.shape(x)}.")
 
 
+def check_broadcast(message: str, *shapes) -> tuple[int, ...]:
+    """The shape that ``shapes`` broadcast to, or ValueError(message) where they do not."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(message) from None
+
+
 def check_square(name: str, A: Any) -> None:
     """Raise ValueError unless ``A`` is a (batch of) square matrix, shape (..., N, N)."""
     shape = np.shape(A)

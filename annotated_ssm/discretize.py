@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_choice, check_finite, check_positive_finite, check_square
+from ._validation import check_broadcast, check_choice, check_finite, check_positive_finite, check_square
 
 __all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "dplr_bilinear", "expm"]
 
@@ -70,13 +70,9 @@ def discretize_diagonal(A, B, step, method: Method = "zoh"):
         A_bar, B_bar: broadcast shape of (A, B, step).
     """
     _check_common(A, B, step, method)
-    try:
-        np.broadcast_shapes(np.shape(A), np.shape(B), np.shape(step))
-    except ValueError:
-        raise ValueError(
-            f"A, B and step must broadcast together for a diagonal SSM; got shapes "
-            f"A {np.shape(A)}, B {np.shape(B)}, step {np.shape(step)}."
-        ) from None
+    check_broadcast(f"A, B and step must broadcast together for a diagonal SSM; got shapes "
+                    f"A {np.shape(A)}, B {np.shape(B)}, step {np.shape(step)}.",
+                    np.shape(A), np.shape(B), np.shape(step))
     return _discretize_diagonal(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
 
 
@@ -123,13 +119,9 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
             f"B must have shape (..., N) or (..., N, M) with N = {N} (from A of shape "
             f"{np.shape(A)}); got shape {np.shape(B)}."
         )
-    try:
-        np.broadcast_shapes(np.shape(A)[:-2], np.shape(step))
-    except ValueError:
-        raise ValueError(
-            f"step must be a scalar or broadcast against A's batch shape {np.shape(A)[:-2]} "
-            f"(one step per matrix); got shape {np.shape(step)}."
-        ) from None
+    check_broadcast(f"step must be a scalar or broadcast against A's batch shape {np.shape(A)[:-2]} "
+                    f"(one step per matrix); got shape {np.shape(step)}.",
+                    np.shape(A)[:-2], np.shape(step))
     return _discretize_dense(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
 
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import (check_bool, check_choice, check_finite, check_ndim, check_positive_finite,
+from ._validation import (check_bool, check_broadcast, check_choice, check_finite, check_ndim, check_positive_finite,
                           check_positive_int, is_concrete)
 from .discretize import METHODS, _discretize_diagonal, expm1_ratio
 
@@ -531,13 +531,9 @@ def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True,
     check_bool("conjugate", conjugate)
     check_choice("method", method, METHODS)
     check_ndim("A", A, range(1, 33), "(..., N), a state axis last")
-    try:
-        np.broadcast_shapes(np.shape(A), np.shape(B), np.shape(C), np.shape(step))
-    except ValueError:
-        raise ValueError(
-            f"A, B, C and step must broadcast together; got shapes A {np.shape(A)}, B {np.shape(B)}, "
-            f"C {np.shape(C)}, step {np.shape(step)}."
-        ) from None
+    check_broadcast(f"A, B, C and step must broadcast together; got shapes A {np.shape(A)}, "
+                    f"B {np.shape(B)}, C {np.shape(C)}, step {np.shape(step)}.",
+                    np.shape(A), np.shape(B), np.shape(C), np.shape(step))
     for name, value in (("A", A), ("B", B), ("C", C)):
         check_finite(name, value)
     check_positive_finite("step", step)

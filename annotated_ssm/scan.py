@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_finite
+from ._validation import check_broadcast, check_finite
 
 __all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator"]
 
@@ -21,12 +21,13 @@ __all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurre
 def _check_recurrence(a, b):
     if np.ndim(b) < 1:
         raise ValueError(f"b must have a leading time axis, shape (L, ...); got shape {np.shape(b)}.")
-    try:
-        shape = np.broadcast_shapes(np.shape(a), np.shape(b))
-    except ValueError:
-        raise ValueError(f"a must broadcast against b, shape (L, ...); got a {np.shape(a)} and b {np.shape(b)}.") from None
-    if shape != np.shape(b):
-        raise ValueError(f"a must broadcast to the shape of b {np.shape(b)}; got a {np.shape(a)}.")
+    _check_broadcasts_to_b(a, b)
+
+
+def _check_broadcasts_to_b(a, b):
+    message = f"a must broadcast to the shape of b {np.shape(b)}; got a {np.shape(a)}."
+    if check_broadcast(message, np.shape(a), np.shape(b)) != np.shape(b):
+        raise ValueError(message)
 
 
 def sequential_scan(a, b, *, x0=None, reverse: bool = False):
@@ -106,12 +107,7 @@ def linear_recurrence(a, b, *, axis: int = 0, reverse: bool = False):
     if np.ndim(b) < 1 or not -np.ndim(b) <= axis < np.ndim(b):
         raise ValueError(f"axis must name an axis of b (the time axis); got axis {axis} for b of "
                          f"shape {np.shape(b)}.")
-    try:
-        shape = np.broadcast_shapes(np.shape(a), np.shape(b))
-    except ValueError:
-        shape = None
-    if shape != np.shape(b):
-        raise ValueError(f"a must broadcast to the shape of b {np.shape(b)}; got a {np.shape(a)}.")
+    _check_broadcasts_to_b(a, b)
     return _linear_recurrence(a, b, axis=axis, reverse=reverse)
 
 
