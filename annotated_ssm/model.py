@@ -47,7 +47,7 @@ class ResidualBlock(nnx.Module):
     """One residual block: ``x + mix(dropout(gelu(ssm(norm(x)))))``, (…, L, H) → (…, L, H).
 
     Args:
-        layer: a layer name from ``annotated_ssm.layers.LAYERS`` ("s4", "dss", "s4d", "s5").
+        layer: a layer name from ``annotated_ssm.layers.LAYERS`` ("s4", "dss", "s4d", "s5", "s6").
         d_model: channels H.
         state_size: the layer's N.
         norm: "layer" (LayerNorm) or "batch" (BatchNorm over batch and time).

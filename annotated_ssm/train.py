@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale,
                          load_model, mark_stale, read_checkpoint_info, recover_checkpoint,
                          restore_checkpoint, save_checkpoint)
-from ._validation import check_seed
+from ._validation import check_bool, check_seed
 from .config import ModelConfig, TrainConfig
 from .data import Dataset, batches, check_dataset, validation_split
 from .layers import SSMParam
@@ -529,7 +529,7 @@ def _check_losses(losses, first_step: int, epoch: int, history: History, bar) ->
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
         optimizer: nnx.Optimizer | None = None, mesh: Mesh | None = None,
         checkpoint: str | os.PathLike | None = None,
-        resume_from: str | os.PathLike | None = None) -> History:
+        resume_from: str | os.PathLike | None = None, test: bool = True) -> History:
     """Train ``model`` on ``dataset``; select on a validation split; test once at the end.
 
     1. ``config.validation_fraction`` of the training set is held out (a permutation seeded
@@ -538,7 +538,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
        spans it. With the same config every layer takes the same steps.
     3. After each epoch the validation set is evaluated. With ``keep_best`` the model ends
        with the weights of the best epoch on validation (accuracy; loss for regression).
-    4. The test set is evaluated once, at the end, into ``history.test_*``.
+    4. The test set is evaluated once, at the end, into ``history.test_*`` (not with
+       ``test=False``: a run that chooses hyper-parameters never looks at it).
 
     ``checkpoint``: a run folder (see :func:`check_run_folder`). ``fit`` saves the training
     state to ``checkpoint/last`` every ``config.save_every_steps`` steps or
@@ -568,6 +569,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                         f"{type(dataset).__name__}.")
     check_dataset(dataset)  # again: its arrays may have been changed in place since it was built
     check_model_matches(model, dataset)
+    test = check_bool("test", test)
     mesh = make_mesh() if mesh is None else mesh
     n_devices = mesh.devices.size
     batch_size = config.batch_size
@@ -686,10 +688,11 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         mark_stale(optimizer)  # the pair (best weights, last optimiser state) cannot resume
     elif run.best_state is None:
         history.best_epoch = history.epoch[-1]
-    metrics = evaluate(model, dataset.x_test, dataset.y_test, batch_size=config.eval_batch_size,
-                       mesh=mesh)
-    history.test_loss = metrics["loss"]
-    history.test_accuracy = metrics.get("accuracy", float("nan"))
+    if test:
+        metrics = evaluate(model, dataset.x_test, dataset.y_test,
+                           batch_size=config.eval_batch_size, mesh=mesh)
+        history.test_loss = metrics["loss"]
+        history.test_accuracy = metrics.get("accuracy", float("nan"))
     model.eval()
     return history
 

@@ -347,3 +347,20 @@ def test_data_parallel_step_on_four_simulated_devices_matches_one_device():
     np.testing.assert_allclose(four["odd"], one["odd"], rtol=1e-5)
     np.testing.assert_allclose(four["params"], one["params"], rtol=1e-5)
     assert "batch_size must be divisible by the number of devices (4)" in results["error"]
+
+
+def test_a_run_without_test_never_evaluates_the_test_set(tiny_data, monkeypatch):
+    # Choosing hyper-parameters on validation: fit(test=False) does not look at the test set.
+    is_test, real_evaluate = [], train.evaluate
+
+    def evaluate(model, x, y, **kwargs):
+        is_test.append(x is tiny_data.x_test)
+        return real_evaluate(model, x, y, **kwargs)
+
+    monkeypatch.setattr(train, "evaluate", evaluate)
+    model = build_model(LAYER, tiny_data, **TINY)
+    history = fit(model, tiny_data, TrainConfig(epochs=1, batch_size=40, progress=False), test=False)
+    assert is_test and not any(is_test)  # validation evaluated, the test set never
+    assert np.isnan(history.test_accuracy) and not np.isnan(history.val_accuracy[-1])
+    with pytest.raises(ValueError, match="test must be True or False; got 'no'"):
+        fit(model, tiny_data, TrainConfig(epochs=1, progress=False), test="no")
