@@ -267,7 +267,7 @@ def test_skew_hippo_initialisation():
     assert np.max(np.abs(lam_exp - expected)) < 1e-4 * np.max(np.abs(expected))
     np.testing.assert_array_equal(lam, diagonal_init("legs", 64).astype(np.complex64))
     assert layer.step_sizes().shape == (3,)
-    assert layer.W[...].shape == (3, 32, 2) and layer.D[...].shape == (3,)
+    assert layer.W[...].shape == (3, 32, 2)
     assert get_layer("dss") is DSSLayer
 
 
