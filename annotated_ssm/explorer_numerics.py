@@ -32,10 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_choice, check_positive_finite, check_positive_int
+from ._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
 from .discretize import discretize_dense, discretize_diagonal
 from .hippo import legs, legs_basis
-from .init import DIAGONAL_INITS, block_hippo_n, diagonal_init
+from .init import DIAGONAL_INITS, block_hippo_n, diagonal_init, s5_projection
 from .kernels import naive_kernel, vandermonde_kernel
 
 __all__ = [
@@ -412,11 +412,7 @@ def s5_init_system(d_model: int, state_size: int, blocks: int, step_min: float, 
     """
     H = check_positive_int("d_model", d_model)
     length = check_positive_int("length", length)
-    check_positive_finite("step_min", step_min)
-    check_positive_finite("step_max", step_max)
-    if step_min > step_max:
-        raise ValueError(f"step_min must be <= step_max; got step_min={step_min}, "
-                         f"step_max={step_max}.")
+    check_step_bounds(step_min, step_max, np.float64)
     Lambda, V = block_hippo_n(state_size, blocks)
     P, kept = V.shape
     if kept > S5_INIT_SLOTS:
@@ -425,7 +421,7 @@ def s5_init_system(d_model: int, state_size: int, blocks: int, step_min: float, 
     B = rng.standard_normal((P, H)) / np.sqrt(H)
     C = rng.standard_normal((H, P)) / np.sqrt(P)
     step = np.exp(rng.uniform(np.log(step_min), np.log(step_max), size=kept))
-    B_tilde, C_tilde = V.conj().T @ B, C @ V  # (P', H), (H, P')
+    B_tilde, C_tilde = s5_projection(V, B, C)  # (P', H), (H, P')
     pad = S5_INIT_SLOTS - kept
     with jax.enable_x64(True):
         Lambda_bar, factor = (np.asarray(x)[:kept] for x in discretize_diagonal(

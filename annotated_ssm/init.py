@@ -35,6 +35,7 @@ __all__ = [
     "block_hippo_n",
     "S5Init",
     "s5_init",
+    "s5_projection",
 ]
 
 
@@ -264,6 +265,12 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
     B = np.asarray(jax.random.normal(key_B, (P, H), jnp.float32), np.float64) / np.sqrt(H)
     n_C = 2 if bidirectional else 1
     C = np.asarray(jax.random.normal(key_C, (n_C, H, P), jnp.float32), np.float64) / np.sqrt(P)
-    B_tilde = V.conj().T @ B
-    C_tilde = np.concatenate([c @ V for c in C], axis=-1)
+    B_tilde, C_tilde = s5_projection(V, B, C)
+    C_tilde = np.concatenate(list(C_tilde), axis=-1)  # (H, P') or (H, 2P'): one per direction
     return S5Init(*(jnp.asarray(x, jnp.complex64) for x in (Lambda, B_tilde, C_tilde)))
+
+
+def s5_projection(V, B, C):
+    """``B̃ = V⁻¹B = V*B`` (V is unitary) and ``C̃ = CV``: B (P, H) and C (..., H, P) in the
+    eigenbasis of the kept states, V (P, P')."""
+    return V.conj().T @ B, C @ V
