@@ -9,16 +9,13 @@ import pytest
 from flax import nnx
 
 from annotated_ssm.layers import LAYERS
+from reference import relative_error
 from annotated_ssm.model import CausalSequenceModel, ResidualBlock, SequenceClassifier
 
 
 layer_names = pytest.mark.parametrize("layer", list(LAYERS))
 
 SMALL = dict(d_model=8, n_layers=2, state_size=4)
-
-
-def relative_error(a, b):
-    return float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
 
 
 def inputs(shape, seed=1):
