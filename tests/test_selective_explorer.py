@@ -102,3 +102,24 @@ def test_gate_and_position_both_act_on_the_static_page():
     explorer.grid = {"position": [24, 8], "gate": [4.0, -8.0]}
     _, images, frames, disabled = explorer.frames()
     assert len(set(frames)) == 4 and disabled == [()] * 4
+
+
+def test_chapter_9_first_figure_fits_the_page():
+    """plotting.input_weights_figure is chapter 9's first figure: at most 750 px wide as the
+    notebook stores it, every text at least 11 pt."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from annotated_ssm import plotting
+
+    weights = {"a": np.linspace(1, 2, 32), "b": np.linspace(2, 1, 32)}
+    fig = plotting.input_weights_figure({"S4D (LTI)": weights, "S6 (selective)": weights},
+                                        ylabel=r"$|\partial y_{31} / \partial u_s|$")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
+    assert Image.open(io.BytesIO(buffer.getvalue())).size[0] <= 750
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+    assert min(sizes) >= 11
+    plt.close(fig)
