@@ -11,6 +11,10 @@ Three work offline and are small enough for a laptop CPU:
   sequence and followed by noise up to length 1024; the class must be carried across
   ~1000 steps of distraction.
 
+One generator returns token sequences instead of a :class:`Dataset`: ``selective_copying``,
+the selective copying task of Mamba (Gu and Dao, 2023), integer inputs and targets to be
+embedded by the model.
+
 Two are downloaded on first use (for GPU runs): ``smnist`` (sequential MNIST, 784 steps of
 one pixel) and ``scifar`` (sequential CIFAR-10, 1024 steps of RGB pixels). Files are cached
 in ``$ANNOTATED_SSM_DATA`` (default ``~/.cache/annotated_ssm``) and verified by MD5.
@@ -48,6 +52,7 @@ __all__ = [
     "load_digits",
     "load_digits_ar",
     "load_mnist1d_long",
+    "selective_copying",
     "load_sequential_mnist",
     "load_sequential_cifar",
     "read_idx",
@@ -310,6 +315,47 @@ def load_mnist1d_long(length: int = 1024, num_samples: int = 5000, seed: int = 4
 
     return Dataset("mnist1d_long", pad(base.x_train), base.y_train, pad(base.x_test), base.y_test,
                    "classification", 10)
+
+
+# --- Synthetic token tasks ------------------------------------------------------------------
+
+def selective_copying(n: int, length: int, n_memorize: int, vocab: int, *,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The selective copying task of Mamba (Gu and Dao, 2023, Section 4.1.1 and Figure 2).
+
+    Each sequence has ``length`` positions; ``n_memorize`` of them, chosen at random, hold
+    data tokens drawn uniformly from 1 … vocab-2, and the others hold the noise token 0.
+    Then come ``n_memorize`` marker tokens vocab-1, at which a model must output the data
+    tokens in the order they appeared. Where the data tokens sit changes from one sequence
+    to the next, so no fixed weighting of the past finds them: the model has to select by
+    content. (As the generator of the Mamba repository, which places M tokens among L + M
+    positions: ``length`` here is that L + M.)
+
+    Args:
+        n: number of sequences.
+        length: positions before the markers (>= n_memorize).
+        n_memorize: data tokens per sequence, M.
+        vocab: tokens in all (>= 3): the noise token 0, data tokens 1 … vocab-2, the marker.
+        seed: seeds ``np.random.default_rng``; the same seed gives the same sequences.
+
+    Returns:
+        inputs (n, length + n_memorize) and targets (n, n_memorize), int32 token ids: the
+        targets are the data tokens in order, to be read at the last n_memorize steps.
+    """
+    n = check_positive_int("n", n)
+    n_memorize = check_positive_int("n_memorize", n_memorize)
+    length = check_positive_int("length", length)
+    if length < n_memorize:
+        raise ValueError(f"length must be >= n_memorize ({n_memorize}): the data tokens need "
+                         f"a position each; got length={length}.")
+    vocab = check_positive_int("vocab", vocab, minimum=3)
+    rng = np.random.default_rng(check_seed("seed", seed))
+    tokens = rng.integers(1, vocab - 1, size=(n, n_memorize), dtype=np.int32)
+    positions = np.sort(rng.random((n, length)).argsort(axis=1)[:, :n_memorize], axis=1)
+    inputs = np.zeros((n, length + n_memorize), np.int32)
+    np.put_along_axis(inputs, positions, tokens, axis=1)
+    inputs[:, length:] = vocab - 1
+    return inputs, tokens
 
 
 # --- Downloaded datasets (sequential MNIST and CIFAR-10) ------------------------------------

@@ -32,7 +32,7 @@ from matplotlib.ticker import NullFormatter
 from .plotting import PAGE_WIDTH, complex_plane, page_style
 
 __all__ = ["DiagonalSSMFigure", "HiPPOFigure", "DiscretizationFigure", "S4DFigure", "Figure3Figure",
-           "S5Figure"]
+           "S5Figure", "SelectiveFigure"]
 
 #: Space added on each side of the data's range, as a fraction of it (matplotlib's default
 #: ``axes.xmargin``/``axes.ymargin``, so the figures look as autoscaled ones did).
@@ -459,5 +459,79 @@ class S5Figure:
                 line.set_data(np.arange(len(response)), response)
             self.ax_response.set_xlim(_span(np.arange(responses.shape[1])))
             self.ax_response.set_ylim(_span(responses, 0.0))
+            self.title.set_text(title)
+        return self.figure
+
+
+class SelectiveFigure:
+    """Chapter 9: what a selective layer does to one input. Above, the step Δ_ℓ that each
+    token chose; below, the time-varying impulse responses K[t, s] against t: how much of
+    the input at s is still in the output at t, for a few fixed s and (black) for the
+    gated token. Both on log axes with fixed limits (Δ and K span many decades).
+
+    Args:
+        sources: the positions s whose responses are drawn in colour.
+        step_limits, response_limits: the fixed ranges of the two log axes.
+    """
+
+    def __init__(self, sources, *, step_limits=(1e-5, 20.0), response_limits=(1e-6, 10.0)):
+        self.sources = [int(s) for s in sources]
+        with page_style():
+            self.figure = fig = _page_figure(5.8)
+            self.ax_step, self.ax_response = fig.subplots(2, 1, sharex=True)
+            self.step, = self.ax_step.plot([], [], color="0.35", lw=0.8, marker="o", ms=3.5)
+            self.gated_step, = self.ax_step.plot([], [], color="black", ls="none", marker="o",
+                                                 ms=8)
+            self.ax_step.set_yscale("log")
+            self.ax_step.set_ylim(*step_limits)
+            self.ax_step.set_ylabel(r"$\Delta_\ell$")
+            self.ax_step.set_title("the step each token chose (large: reset, tiny: ignore)")
+            self.responses = [self.ax_response.plot([], [], lw=1.3, color=_TAB10(k),
+                                                    label=f"s = {s}")[0]
+                              for k, s in enumerate(self.sources)]
+            self.gated, = self.ax_response.plot([], [], lw=2.2, color="black",
+                                                label="gated token")
+            self.marks = [ax.axvline(0, color="black", lw=0.8, ls=":")
+                          for ax in (self.ax_step, self.ax_response)]
+            self.ax_response.set_yscale("log")
+            self.ax_response.set_ylim(*response_limits)
+            self.ax_response.set_xlabel("time step t")
+            self.ax_response.set_ylabel("K[t, s]")
+            self.ax_response.set_title("weight of the input at s in the output at t")
+            # Beside the axes: the responses fill every corner of them at some setting.
+            self.ax_response.legend(loc="center left", bbox_to_anchor=(1.01, 0.5),
+                                    handlelength=1.2, borderaxespad=0)
+            for ax in (self.ax_step, self.ax_response):
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            self.title = fig.suptitle("")
+            fig.subplots_adjust(left=0.12, right=0.76, bottom=0.1, top=0.88, hspace=0.35)
+
+    def update(self, step, responses, *, position: int, title: str = "") -> Figure:
+        """Show one input.
+
+        Args:
+            step: (L,) Δ_ℓ of the channel.
+            responses: (L, L) K[t, s] (:func:`annotated_ssm.explorer_numerics.
+                selective_responses`), zero for s > t.
+            position: the gated token's position (drawn in black, marked by a dotted line).
+            title: the figure's title.
+
+        Returns:
+            The figure, updated.
+        """
+        step, responses = np.asarray(step), np.asarray(responses)
+        L = len(step)
+        if responses.shape != (L, L) or not 0 <= position < L:
+            raise ValueError(f"responses must have shape ({L}, {L}) and position lie in "
+                             f"[0, {L}); got shape {responses.shape}, position {position}.")
+        t = np.arange(L)
+        with page_style():
+            self.step.set_data(t, step)
+            self.gated_step.set_data([position], [step[position]])
+            for line, s in zip([*self.responses, self.gated], [*self.sources, position]):
+                line.set_data(t[s:], responses[s:, s])  # K[t, s] exists from t = s on
+            for mark in self.marks:
+                mark.set_xdata([position, position])
+            self.ax_response.set_xlim(_span(t))
             self.title.set_text(title)
         return self.figure

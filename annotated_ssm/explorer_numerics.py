@@ -5,6 +5,8 @@
     figure3_data, figure3_errors          Figure 3 of the S4D paper and Theorem 3's errors
     diagonal_kernel                       one diagonal initialisation, discretised (S4D explorer)
     s5_init_system                        one S5 initialisation, discretised (S5 explorer)
+    gated_s6_layer, selective_responses   a hand-set S6 layer and its input-dependent
+                                          impulse responses (selective explorer, chapter 9)
 
 An explorer redraws whenever a control moves, so its numbers must cost milliseconds. Three
 devices make them so, and they are why this module is apart from the layers' own
@@ -31,12 +33,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from ._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
 from .discretize import discretize_dense, discretize_diagonal
 from .hippo import legs, legs_basis
 from .init import DIAGONAL_INITS, block_hippo_n, diagonal_init, s5_projection
 from .kernels import naive_kernel, vandermonde_kernel
+from .layers.s6 import S6Layer
 
 __all__ = [
     "legs_eigenvalues",
@@ -58,6 +62,9 @@ __all__ = [
     "S5InitSystem",
     "S5_INIT_SLOTS",
     "s5_init_system",
+    "gated_s6_layer",
+    "SelectiveResponses",
+    "selective_responses",
 ]
 
 
@@ -431,3 +438,66 @@ def s5_init_system(d_model: int, state_size: int, blocks: int, step_min: float, 
     powers = Lambda_bar[None, :] ** np.arange(length)[:, None]  # (length, P')
     responses = 2 * np.einsum("hp,lp,pk->lhk", C_tilde, powers, B_bar).real
     return S5InitSystem(Lambda, step, Lambda_bar, responses)
+
+
+# --- Chapter 9: a selective layer, set by hand ----------------------------------------------
+
+
+def gated_s6_layer(state_size: int = 4, base_step: float = 0.1) -> S6Layer:
+    """An S6 layer whose selection is set by hand: three channels u = (content, gate, 1).
+
+    Channel 0 is the one to watch. Its step is Δ = softplus(gate + b) with
+    softplus(b) = ``base_step``: a gate of 0 gives the base step, a very negative gate a
+    step near 0 (the token is ignored), a large gate a step near the gate itself (the state
+    is reset to the token). B_ℓ = 1 and C_ℓ = 1/N for every state (read from the constant
+    channel), D = 0 and A = -(1, …, N) (S4D-Real, as initialised): y = the mean of the
+    states. Channels 1 and 2 keep the base step and are not meant to be read.
+    """
+    N = check_positive_int("state_size", state_size)
+    check_positive_finite("base_step", base_step)
+    layer = S6Layer(3, N, dt_rank=1, rngs=nnx.Rngs(0))
+    x_proj = np.zeros((3, 1 + 2 * N), np.float32)
+    x_proj[1, 0] = 1.0  # the low-rank input of Δ: the gate
+    x_proj[2, 1:1 + N] = 1.0  # B = 1, from the constant channel
+    x_proj[2, 1 + N:] = 1.0 / N  # C = 1/N
+    layer.x_proj.kernel[...] = jnp.asarray(x_proj)
+    layer.dt_proj.kernel[...] = jnp.asarray([[1.0, 0.0, 0.0]], jnp.float32)  # Δ of channel 0
+    layer.log_step[...] = jnp.full(3, np.log(base_step), jnp.float32)
+    layer.D[...] = jnp.zeros(3, jnp.float32)
+    return layer
+
+
+class SelectiveResponses(NamedTuple):
+    """What a selective layer does to one input sequence, for one channel h.
+
+    step (L,): Δ_ℓ of the channel; responses (L, L): ``K[t, s]``, the weight of input u_s
+    in output y_t, so that y_t = Σ_{s<=t} K[t, s] u_s + D u_t (zero for s > t)."""
+
+    step: np.ndarray
+    responses: np.ndarray
+
+
+def selective_responses(layer: S6Layer, u, channel: int = 0) -> SelectiveResponses:
+    """The time-varying impulse responses of an S6 layer for the input u (L, H), in float64.
+
+    The selection (Δ, B, C) comes from ``layer.selection(u)``; then, with the cumulative
+    steps S_t = Σ_{k<=t} Δ_k of the channel,
+
+        K[t, s] = Σ_n C_t[n] · exp(A_n (S_t - S_s)) · Δ_s B_s[n]      (s <= t),
+
+    the product of the steps' decays exp(Δ_k A) from s+1 to t. An LTI layer's K[t, s] depends
+    on t - s only; here it depends on the input. O(L² N): for explorers and short sequences.
+    """
+    u = jnp.asarray(u, jnp.float32)
+    if not (u.ndim == 2 and u.shape[1] == layer.d_model):
+        raise ValueError(f"u must have shape (L, {layer.d_model}); got {u.shape}.")
+    if not (isinstance(channel, (int, np.integer)) and 0 <= channel < layer.d_model):
+        raise ValueError(f"channel must be an integer in [0, {layer.d_model}); got {channel!r}.")
+    step, B, C = (np.asarray(x, np.float64) for x in layer.selection(u))
+    A = np.asarray(layer.eigenvalues(), np.float64)[channel]  # (N,)
+    step = step[:, channel]
+    total = np.cumsum(step[:, None] * A, axis=0)  # Σ_{k<=t} Δ_k A_n, (L, N)
+    later = np.arange(len(step))[:, None] >= np.arange(len(step))[None, :]  # t >= s
+    exponent = np.where(later[..., None], total[:, None, :] - total[None, :, :], -np.inf)
+    responses = np.einsum("tn,tsn,sn->ts", C, np.exp(exponent), step[:, None] * B)
+    return SelectiveResponses(step, responses)

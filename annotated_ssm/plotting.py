@@ -618,3 +618,29 @@ def digit_completions(truth, completions, *, prompt_rows: int = 4):
                 ax.set_ylabel(name, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+# --- Chapter 9: selective state spaces --------------------------------------------------
+__all__ += ["input_weights_figure"]
+
+
+def input_weights_figure(panels: dict, *, ylabel: str = "weight"):
+    """Side by side, for each layer, how much each input position weighs in one output,
+    for a few inputs: |weight| on a log axis (a page-width figure, chapter 9's first).
+
+    Args:
+        panels: title -> {input label -> (L,) weights of positions 0 … L-1}.
+        ylabel: the quantity (e.g. the derivative of the last output by each input).
+    """
+    with page_style():
+        fig, axes = plt.subplots(1, len(panels), figsize=(PAGE_WIDTH, 3.2), sharey=True,
+                                 layout=_page_layout(), squeeze=False)
+        for ax, (title, weights) in zip(axes[0], panels.items()):
+            for (label, w), style in zip(weights.items(), ("-", "--", ":", "-.")):
+                ax.plot(np.abs(np.asarray(w)), style, lw=2, label=label)
+            ax.set_yscale("log")
+            ax.set_title(title)
+            ax.set_xlabel("position s")
+        axes[0, 0].set_ylabel(ylabel)
+        axes[0, -1].legend()
+    return fig

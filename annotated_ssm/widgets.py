@@ -39,8 +39,8 @@ from PIL import Image
 from . import explorer_figures, hippo, ssm
 from .discretize import METHODS, discretize
 from .explorer_numerics import (FIGURE3_SLOTS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel,
-                                legs_exact_basis, legs_n_basis, s5_init_system,
-                                warm_up_diagonal_kernel)
+                                gated_s6_layer, legs_exact_basis, legs_n_basis, s5_init_system,
+                                selective_responses, warm_up_diagonal_kernel)
 from .init import DIAGONAL_INITS
 from .kernels import naive_kernel
 from .static_explorer import StaticControl, StaticFrames, static_html
@@ -56,6 +56,7 @@ __all__ = [
     "s4d_explorer",
     "figure3_explorer",
     "s5_explorer",
+    "selective_explorer",
 ]
 
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
@@ -487,3 +488,41 @@ def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 
     return Explorer(draw, controls,
                     "S5 explorer: P, J and the Δ range -> eigenvalues and impulse responses",
                     grid=grid)
+
+
+# --- Chapter 9: selective state spaces --------------------------------------------------
+
+
+def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
+                       sources=(2, 12, 22, 32, 42), seed: int = 0) -> Explorer:
+    """A selective layer on one input: choose which token is gated and how strongly, and
+    see the step Δ every token chose and the time-varying impulse responses K[t, s].
+
+    The layer is :func:`annotated_ssm.explorer_numerics.gated_s6_layer` (inputs: content,
+    gate, 1); the contents are seeded normal draws, every gate is 0 (the base step) except
+    the chosen token's. Numbers from :func:`annotated_ssm.explorer_numerics.
+    selective_responses`; the input's shape never changes, so nothing is compiled again.
+    """
+    layer = gated_s6_layer()
+    content = np.random.default_rng(seed).standard_normal(length)
+    figure = explorer_figures.SelectiveFigure(sources)
+
+    def draw(position, gate):
+        u = np.stack([content, np.zeros(length), np.ones(length)], axis=1).astype(np.float32)
+        u[position, 1] = gate
+        data = selective_responses(layer, u)
+        title = (f"gate {gate:g} at token {position}: Δ = {data.step[position]:.2g} there, "
+                 f"{data.step[0]:.2g} elsewhere")
+        return figure.update(data.step, data.responses, position=position, title=title)
+
+    controls = {
+        "position": w.IntSlider(value=position, min=0, max=length - 1,
+                                description="gated token", continuous_update=False,
+                                style=_STYLE),
+        "gate": w.FloatSlider(value=gate, min=-10.0, max=8.0, step=0.5, description="gate",
+                              continuous_update=False, style=_STYLE),
+    }
+    grid = {"position": [8, 16, 24, 32, 40], "gate": [-8.0, 0.0, 2.0, 4.0, 6.0]}
+    return Explorer(draw, controls,
+                    "Selective explorer: a gated token -> each token's Δ and the impulse "
+                    "responses", grid=grid)

@@ -30,6 +30,7 @@ SMALL_GRIDS = {
     "s4d": {"init": ["legs", "real"], "N": [16, 64], "log10_step": [-2.0, -1.0]},
     "figure3": {"N": [16, 256], "discretization": ["zoh", "bilinear"]},
     "s5": {"P": [16, 32], "J": [1, 4], "log10_step": [(-3.0, -1.0), (-2.0, 0.0)]},
+    "selective": {"position": [24, 8], "gate": [4.0, -8.0]},
 }
 
 

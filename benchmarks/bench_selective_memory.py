@@ -1,0 +1,78 @@
+"""Memory of the selective layer's parallel scan, from XLA's compiled memory analysis.
+
+    python benchmarks/bench_selective_memory.py                  # B = 4, H = 64, N = 16
+    python benchmarks/bench_selective_memory.py --batch 8 --d-model 256 --lengths 1024 4096
+
+S6Layer computes all B·L·H·N states at once (``annotated_ssm.scan.linear_recurrence``), so
+its temporaries grow with N; an S4D layer of the same H and N convolves with an (H, L)
+kernel and does not. For each length L the script compiles (never runs) the forward pass
+``layer(u)`` and the gradient of ``sum(layer(u)²)`` for u of shape (B, L, H), float32, and
+prints XLA's ``memory_analysis().temp_size_in_bytes`` of each, in MiB and as a multiple of
+one float32 copy of the states, B·L·H·N·4 bytes. Mamba's fused kernel keeps the states in
+on-chip memory and writes only y (B·L·H·4 bytes, the last column) and recomputes the states
+in the backward pass; this package has no such kernel.
+
+The figures are the compiler's plan for the default backend (CPU or GPU), not a measured
+peak: what the computation needs beyond its inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+MIB = 2**20
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=4, help="B (default 4)")
+    parser.add_argument("--d-model", type=int, default=64, help="H (default 64)")
+    parser.add_argument("--state-size", type=int, default=16, help="N (default 16, Mamba's)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096, 16384])
+    return parser.parse_args(argv)
+
+
+def temp_bytes(layer, shape, *, gradient: bool) -> int:
+    """XLA's temporary bytes of ``layer(u)`` (or of the gradient of sum(layer(u)²)) for
+    float32 u of ``shape``, from the compiled executable (nothing is run)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    graphdef, state = nnx.split(layer)
+
+    def forward(state, u):
+        return nnx.merge(graphdef, state)(u)
+
+    def loss(state, u):
+        return jnp.sum(forward(state, u) ** 2)
+
+    function = jax.grad(loss) if gradient else forward
+    u = jax.ShapeDtypeStruct(shape, jnp.float32)
+    return jax.jit(function).lower(state, u).compile().memory_analysis().temp_size_in_bytes
+
+
+def main(argv=None) -> None:
+    import jax
+    from flax import nnx
+
+    from annotated_ssm.layers import S4DLayer, S6Layer
+
+    args = parse_args(argv)
+    B, H, N = args.batch, args.d_model, args.state_size
+    print(f"backend {jax.default_backend()}: B = {B}, H = {H}, N = {N}, float32; temporaries "
+          "in MiB (× one copy of the states, B·L·H·N·4 bytes)")
+    print(f"{'L':>6s} {'states':>9s} {'S6 forward':>17s} {'S6 fwd+bwd':>17s} "
+          f"{'S4D fwd+bwd':>17s} {'y (fused kernel)':>17s}")
+    s6, s4d = S6Layer(H, N, rngs=nnx.Rngs(0)), S4DLayer(H, N, rngs=nnx.Rngs(0))
+    for L in args.lengths:
+        states = B * L * H * N * 4
+        cells = [temp_bytes(s6, (B, L, H), gradient=False),
+                 temp_bytes(s6, (B, L, H), gradient=True),
+                 temp_bytes(s4d, (B, L, H), gradient=True)]
+        shown = " ".join(f"{c / MIB:9.1f} ({c / states:4.1f}×)" for c in cells)
+        print(f"{L:6d} {states / MIB:9.1f} {shown} {B * L * H * 4 / MIB:17.2f}")
+
+
+if __name__ == "__main__":
+    main()
