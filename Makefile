@@ -2,9 +2,10 @@
 #   make book     build the website into _build/html (MathJax served by the site, no CDN)
 #   make test     in .venv (the newest versions allowed): the package tests and every chapter
 #                 under nbval, every math span typeset by MathJax 3; then `make test-floors`:
-#                 in .venv-floors (the oldest versions pyproject.toml declares, ipywidgets
-#                 7.7.1 as in Colab) every chapter again under nbval on another CPU code path,
-#                 and the package tests that use flax, optax, orbax and ipywidgets
+#                 in .venv-floors (every dependency at the oldest version pyproject.toml
+#                 declares, ipywidgets 7.7.1 as in Colab) every chapter again under nbval on
+#                 another CPU code path, and the package tests that use flax, optax, orbax and
+#                 ipywidgets
 # Both create the virtual environment .venv first (again when requirements.txt changes).
 # Other targets: execute (refresh the chapters' outputs), check-site (open every built page
 # in headless Chromium and move every explorer), node, floors, venv, clean.
@@ -22,10 +23,15 @@ UV     := uv>=0.9,<1
 MATHJAX_VERSION := 3.2.2
 NODE_DIR        := .node
 NODE_STAMP      := $(NODE_DIR)/.installed-$(MATHJAX_VERSION)
-# The floors environment: jax, flax, optax and ipywidgets at the versions pyproject.toml
-# declares as the oldest supported (tools/floors.py reads them with `packaging`).
+# The floors environment: every dependency pyproject.toml declares (core and `book`) at its
+# floor, the oldest version it declares, by uv's `--resolution lowest-direct` (what those
+# need comes at the newest version that fits); ipywidgets at Colab's version, 7.7.1. uv takes
+# a newer version where a floor cannot be installed with the others, so tools/floors.py
+# --check then fails on any package above its floor (raise that floor). What was installed
+# is listed in .venv-floors/floors.txt; the test tools come after, constrained to it.
 FLOORS       := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
+COLAB_IPYWIDGETS := 7.7.1
 # The floors environment runs the chapters (is each floor enough for the book, and are the
 # stored outputs independent of the machine?) and the package tests that call flax, optax,
 # orbax or ipywidgets (is each floor enough for the package's use of those APIs?): flax NNX
@@ -76,14 +82,19 @@ $(NODE_STAMP):
 
 floors: $(FLOORS_STAMP)
 
-$(FLOORS_STAMP): $(STAMP) pyproject.toml tools/floors.py Makefile
+$(FLOORS_STAMP): pyproject.toml tools/floors.py Makefile
 	rm -rf $(FLOORS)
 	$(PYTHON) -m venv $(FLOORS)
 	echo '*' > $(FLOORS)/.gitignore
 	$(FLOORS)/bin/python -m pip install -q "$(UV)"
 	$(FLOORS)/bin/python -m uv pip install -q --python $(FLOORS)/bin/python \
-		$$($(BIN)/python tools/floors.py --pins) "pytest>=8,<10" "pytest-xdist>=3.6,<4" \
-		"nbval>=0.11,<0.12" "ipykernel>=6.29,<8"
+		--resolution lowest-direct -r pyproject.toml --extra book \
+		"ipywidgets==$(COLAB_IPYWIDGETS)"
+	$(FLOORS)/bin/python tools/floors.py --check
+	$(FLOORS)/bin/python -m uv pip freeze -q --python $(FLOORS)/bin/python > $(FLOORS)/floors.txt
+	$(FLOORS)/bin/python -m uv pip install -q --python $(FLOORS)/bin/python \
+		-c $(FLOORS)/floors.txt "pytest>=8,<10" "pytest-xdist>=3.6,<4" "nbval>=0.11,<0.12" \
+		"ipykernel>=6.29,<8"
 	$(FLOORS)/bin/python -m uv pip install -q --python $(FLOORS)/bin/python --no-deps -e .
 	touch $@
 

@@ -1,8 +1,8 @@
 """The explorers: live widget on ipywidgets 7.7 and 8.x, static HTML for the website, no
 recompilation when a control moves.
 
-`make test` runs this twice: in .venv (the newest allowed versions) and in .venv-floors (the
-declared floors of jax, flax, optax and ipywidgets 7.7.1, the version Colab ships), so every
+`make test` runs this twice: in .venv (the newest allowed versions) and in .venv-floors (every
+dependency at its declared floor, ipywidgets at 7.7.1, the version Colab ships), so every
 explorer is built and displayed with both. Building an explorer's full static page takes
 many figures, so most tests shrink the grid to a few points; the chapters build the full
 pages (nbval), and tools/check_explorers.py checks their sizes on the built site.

@@ -1,27 +1,31 @@
 """The oldest versions the package declares it works with, read from pyproject.toml.
 
-pyproject.toml is the one place the floors live. ``make test`` installs exactly these
-(``--pins``) into a second environment, .venv-floors, and runs the package tests there, so
-a floor is a version that was tested. tools/setup_cell.py writes them into every chapter's
-setup cell, which compares them with what Colab has installed.
+pyproject.toml is the one place the floors live. ``make floors`` installs every one of them
+at once into a second environment, .venv-floors (uv's ``--resolution lowest-direct``), and
+``make test`` runs the chapters and the package tests there, so a floor is a version that
+was tested. uv quietly installs a newer version where a floor cannot be installed with the
+others (numpy 1.26 next to jax 0.8.0, which needs numpy>=2.0), so ``--check`` then reads
+what went in and fails on any package above its floor: the floor is not true, raise it.
+tools/setup_cell.py writes the floors into every chapter's setup cell, which compares them
+with what Colab has installed.
 
     python tools/floors.py           # name and floor, one a line
-    python tools/floors.py --pins    # requirement specifiers for the floors environment
+    .venv-floors/bin/python tools/floors.py --check   # exit 1 unless installed == floors
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import pathlib
 import sys
 import tomllib
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# Pinned to their floor in .venv-floors; everything else gets the newest allowed version.
-PINNED = ("jax", "flax", "optax", "ipywidgets")
 
 
 def requirements() -> list[str]:
@@ -42,28 +46,36 @@ def floors() -> dict[str, str]:
     return found
 
 
-def pins() -> list[str]:
-    """What .venv-floors installs: the PINNED packages at their floor, the rest as declared."""
-    table = floors()
-    missing = [name for name in PINNED if name not in table]
-    if missing:
-        raise ValueError(f"pyproject.toml declares no floor for {missing}")
-    pinned = [f"{name}=={table[name]}" for name in PINNED]
-    # jaxlib moves in lockstep with jax; pin it too, or pip picks the newest compatible one.
-    pinned.append(f"jaxlib=={table['jax']}")
-    rest = [r for r in requirements() if canonicalize_name(Requirement(r).name) not in PINNED]
-    return pinned + rest
+def untrue_floors() -> list[str]:
+    """One line per declared package whose installed version is not its floor."""
+    problems = []
+    for name, floor in floors().items():
+        try:
+            found = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            problems.append(f"{name}: not installed (floor {floor})")
+            continue
+        if Version(found) != Version(floor):
+            problems.append(f"{name}: {found} installed, pyproject.toml declares >={floor}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pins", action="store_true", help="requirements for .venv-floors")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 unless this environment holds every floor exactly")
     args = parser.parse_args(argv)
-    if args.pins:
-        print("\n".join(pins()))
-    else:
+    if not args.check:
         print("\n".join(f"{name} {version}" for name, version in floors().items()))
+        return 0
+    problems = untrue_floors()
+    if problems:
+        print("Not at the floors pyproject.toml declares (a floor that cannot be installed "
+              "with the others: raise it to the version installed, in requirements.txt too, "
+              "and run tools/setup_cell.py on the chapters):\n  " + "\n  ".join(problems))
+        return 1
+    print(f"at the declared floors: {len(floors())} packages")
     return 0
 
 
