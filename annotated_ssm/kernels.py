@@ -85,9 +85,14 @@ def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np
             f"A_bar, B_bar and C must share the state size N; got shapes A_bar {A_bar.shape}, "
             f"B_bar {B_bar.shape}, C {C.shape}."
         )
+    return _naive_kernel(A_bar, B_bar, C, L, dense)
+
+
+def _naive_kernel(A_bar, B_bar, C, L: int, dense: bool) -> np.ndarray:
+    """The algorithm of :func:`naive_kernel` (its arguments checked, in one dtype, there)."""
     x = B_bar
     batch = np.broadcast_shapes(A_bar.shape[: -2 if dense else -1], B_bar.shape[:-1], C.shape[:-1])
-    K = np.empty(batch + (L,), dtype=dtype)
+    K = np.empty(batch + (L,), dtype=x.dtype)
     for ell in range(L):
         K[..., ell] = np.sum(C * x, axis=-1)
         x = np.einsum("...nk,...k->...n", A_bar, x) if dense else A_bar * x

@@ -43,6 +43,11 @@ def sequential_scan(a, b, *, x0=None, reverse: bool = False):
         (L, ...) states x_0 … x_{L-1}.
     """
     _check_recurrence(a, b)
+    return _sequential_scan(a, b, x0=x0, reverse=reverse)
+
+
+def _sequential_scan(a, b, *, x0=None, reverse: bool = False):
+    """The algorithm of :func:`sequential_scan` (its arguments checked there): ``lax.scan``."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(jnp.asarray(a), b.shape).astype(jnp.result_type(a, b))
     x = jnp.zeros(b.shape[1:], a.dtype) if x0 is None else jnp.broadcast_to(jnp.asarray(x0, a.dtype), b.shape[1:])
@@ -68,16 +73,20 @@ def binary_operator(left, right):
     return a_r * a_l, a_r * b_l + b_r
 
 
-@functools.partial(jax.jit, static_argnames="reverse")
 def parallel_scan(a, b, *, x0=None, reverse: bool = False):
     """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` by ``jax.lax.associative_scan``.
 
-    Same arguments and result as :func:`sequential_scan`; O(L) work, O(log L) depth.
-    Jitted here, where it is defined: run eagerly, the scan's many small slicing
-    operations would be dispatched one by one (compiled once per shape and dtype instead).
-    Only shapes are checked (they are known while tracing).
+    Same arguments and result as :func:`sequential_scan`; O(L) work, O(log L) depth. Only
+    shapes are checked (values are never read: a and b may be large device arrays).
     """
     _check_recurrence(a, b)
+    return _parallel_scan(a, b, x0=x0, reverse=reverse)
+
+
+@functools.partial(jax.jit, static_argnames="reverse")
+def _parallel_scan(a, b, *, x0=None, reverse: bool = False):
+    """The algorithm of :func:`parallel_scan` (its arguments checked there). Jitted here:
+    run eagerly, the scan's many small slicing operations would be dispatched one by one."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(jnp.asarray(a), b.shape).astype(jnp.result_type(a, b))
     b = b.astype(a.dtype)
@@ -115,7 +124,7 @@ def _linear_recurrence(a, b, *, axis: int, reverse: bool = False):
     """The algorithm of :func:`linear_recurrence` (its arguments checked there)."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(a, b.shape)
-    x = parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
+    x = _parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
     return jnp.moveaxis(x, 0, axis)
 
 
@@ -135,11 +144,15 @@ def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
         states: (L, N); y: (L,) or (L, P). y is real when every input is real.
     """
     A_bar, B_bar, C, u = (jnp.asarray(x) for x in (A_bar, B_bar, C, u))
+    _check_ssm_recurrence(A_bar, B_bar, C, u)
+    return _ssm_recurrence(A_bar, B_bar, C, u, D, x0=x0)
+
+
+def _check_ssm_recurrence(A_bar, B_bar, C, u):
     if B_bar.ndim not in (1, 2):
         raise ValueError(f"B_bar must have shape (N,) or (N, M); got {B_bar.shape}.")
     N = B_bar.shape[0]
-    dense = A_bar.ndim == 2
-    if A_bar.shape != ((N, N) if dense else (N,)):
+    if A_bar.shape not in ((N, N), (N,)):
         raise ValueError(f"A_bar must have shape ({N}, {N}) or ({N},) to match B_bar "
                          f"{B_bar.shape}; got {A_bar.shape}.")
     if C.shape[-1] != N:
@@ -148,8 +161,13 @@ def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
         raise ValueError(f"u must have shape (L,) for B_bar (N,) or (L, M) for B_bar (N, M); "
                          f"got u {u.shape}, B_bar {B_bar.shape}.")
     check_finite("u", u)
+
+
+def _ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
+    """The algorithm of :func:`ssm_recurrence` (its arguments checked there)."""
+    dense = A_bar.ndim == 2
     dtype = jnp.result_type(A_bar, B_bar, C, u)
-    x = jnp.zeros(N, dtype) if x0 is None else jnp.asarray(x0, dtype)
+    x = jnp.zeros(B_bar.shape[0], dtype) if x0 is None else jnp.asarray(x0, dtype)
 
     def step(x, u_l):
         x = (A_bar @ x if dense else A_bar * x) + (B_bar @ u_l if B_bar.ndim == 2 else B_bar * u_l)
