@@ -22,7 +22,8 @@ import numpy as np
 import scipy.integrate
 import scipy.linalg
 
-from ._validation import check_choice, check_finite, check_ndim, check_square
+from ._validation import (check_choice, check_finite, check_ndim, check_positive_finite, check_square,
+                          is_real_number)
 
 __all__ = [
     "System",
@@ -201,8 +202,11 @@ def basis_functions(A, B, t) -> np.ndarray:
     Returns:
         (T, N) for B of shape (N,), (T, N, M) for B of shape (N, M).
     """
-    system = check_system(A, B)
-    t = _check_times(t)
+    return _basis_functions(check_system(A, B), _check_times(t))
+
+
+def _basis_functions(system: System, t: np.ndarray) -> np.ndarray:
+    """The algorithm of :func:`basis_functions` (its arguments checked there)."""
     values = _expm_times(system.A, t) @ system.B  # (T, N, M)
     return values[..., 0] if system.siso_input else values
 
@@ -217,13 +221,29 @@ def impulse_response(A, B, C, t) -> np.ndarray:
     Returns:
         (T,) for a SISO system; (T, P), (T, M) or (T, P, M) when B and/or C are matrices.
     """
-    system = check_system(A, B, C)
-    t = _check_times(t)
+    return _impulse_response(check_system(A, B, C), _check_times(t))
+
+
+def _impulse_response(system: System, t: np.ndarray) -> np.ndarray:
+    """The algorithm of :func:`impulse_response` (its arguments checked there)."""
     values = system.C @ _expm_times(system.A, t) @ system.B  # (T, P, M)
     return _squeeze(system, values)
 
 
 def hold_matrices(A, B, h, hold):
+    """Exact one-interval propagators (Phi, Gamma0, Gamma1) for an input held over
+    intervals of lengths h: A (N, N), B (N, M), h (K,) > 0, hold "zero" or "linear";
+    each result (K, N, ·), Gamma1 None for the zero hold."""
+    system = check_system(A, B)
+    if system.siso_input:
+        raise ValueError(f"B must have shape (N, M) (one column per input); got shape {np.shape(B)}.")
+    h = _as_array("h", h)
+    check_ndim("h", h, (1,), "one length per interval")
+    check_positive_finite("h", h)
+    return _hold_matrices(system.A, system.B, h, check_choice("hold", hold, ("linear", "zero")))
+
+
+def _hold_matrices(A, B, h, hold):
     """Exact one-interval propagators for an input held over intervals of lengths h (K,).
 
     The input is appended to the state: ``zero`` hold has u' = 0, ``linear`` hold has
@@ -272,31 +292,33 @@ def simulate(A, B, C, D, u, t, *, x0=None, method: str = "expm", hold: str = "li
     check_choice("method", method, ("expm", "ode"))
     check_choice("hold", hold, ("linear", "zero"))
     system = check_system(A, B, C, D)
-    A, B, C, D = system.A, system.B, system.C, system.D
-    N, M = B.shape
+    N, M = system.B.shape
     t = _check_times(t, increasing=True)
     u = _as_array("u", u)
     expected = (t.size,) if system.siso_input else (t.size, M)
     if u.shape != expected:
         raise ValueError(f"u must have shape {expected} (one sample per time in t, one column per input); got shape {u.shape}.")
     check_finite("u", u)
-    u = u.reshape(t.size, M)
-    if x0 is None:
-        x0 = np.zeros(N)
-    x0 = _as_array("x0", x0)
+    x0 = np.zeros(N) if x0 is None else _as_array("x0", x0)
     if x0.shape != (N,):
         raise ValueError(f"x0 must have shape ({N},) to match A; got shape {x0.shape}.")
     check_finite("x0", x0)
+    return _simulate(system, u.reshape(t.size, M), t, x0, method, hold, return_state, rtol, atol)
 
+
+def _simulate(system: System, u, t, x0, method, hold, return_state, rtol, atol):
+    """The algorithm of :func:`simulate` (its arguments checked there): u (T, M)."""
+    A, B, C, D = system.A, system.B, system.C, system.D
+    N, M = B.shape
     dtype = np.result_type(A, B, C, D, u, x0)
     if method == "expm":
         h = np.diff(t)
         if np.ptp(h) <= 1e-12 * h.max():
             # Uniform grid (up to rounding): one set of propagators serves every interval.
             Phi, Gamma0, Gamma1 = (None if m is None else np.broadcast_to(m, (h.size, *m.shape[1:]))
-                                   for m in hold_matrices(A, B, h[:1], hold))
+                                   for m in _hold_matrices(A, B, h[:1], hold))
         else:
-            Phi, Gamma0, Gamma1 = hold_matrices(A, B, h, hold)
+            Phi, Gamma0, Gamma1 = _hold_matrices(A, B, h, hold)
         x = np.zeros((t.size, N), dtype=dtype)
         x[0] = x0
         for k in range(h.size):
@@ -347,7 +369,12 @@ def transfer_function(A, B, C, D, s) -> np.ndarray:
     s = _as_array("s", s)
     check_ndim("s", s, (0, 1), "a scalar or a vector of S frequencies")
     check_finite("s", s)
-    s = np.atleast_1d(s)
+    return _transfer_function(system, np.atleast_1d(s))
+
+
+def _transfer_function(system: System, s: np.ndarray) -> np.ndarray:
+    """The algorithm of :func:`transfer_function` (its arguments checked there); an s on a
+    pole of H is found on the way and named in a ValueError."""
     N = system.A.shape[0]
     resolvent_input = s[:, None, None] * np.eye(N) - system.A  # (S, N, N)
     # An s on (or within rounding of) an eigenvalue makes sI - A singular: H has a pole there.
@@ -376,8 +403,13 @@ def is_stable(A, tol: float | None = None) -> bool:
     check_square("A", A)
     check_ndim("A", A, (2,), "a single (N, N) matrix")
     check_finite("A", A)
+    if tol is not None and not (is_real_number(tol) and np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be finite and >= 0; got {tol!r}.")
+    return _is_stable(A, tol)
+
+
+def _is_stable(A: np.ndarray, tol: float | None) -> bool:
+    """The algorithm of :func:`is_stable` (its arguments checked there)."""
     if tol is None:
         tol = 100 * np.finfo(np.float64).eps * max(1.0, np.linalg.norm(A, 2))
-    elif not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be finite and >= 0; got {tol!r}.")
     return bool(np.all(np.linalg.eigvals(A).real < -tol))
