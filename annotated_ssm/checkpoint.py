@@ -516,7 +516,10 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
     with _quiet_orbax():
         try:
             for key, pure in target.items():
-                abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), pure)
+                # Each array is restored where the model's array lives (its sharding): orbax
+                # need not guess from the file, and does not warn that it did.
+                abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(
+                    np.shape(a), a.dtype, sharding=getattr(a, "sharding", None)), pure)
                 try:
                     restored[key] = checkpointer.restore(path / key,
                                                          args=ocp.args.StandardRestore(abstract))
