@@ -3,9 +3,9 @@
 #   make test     in .venv (the newest versions allowed): the package tests and every chapter
 #                 under nbval, every math span typeset by MathJax 3; then `make test-floors`:
 #                 in .venv-floors (every dependency at the oldest version pyproject.toml
-#                 declares, ipywidgets 7.7.1 as in Colab) every chapter but 8 again under nbval on
-#                 another CPU code path, and the package tests that use flax, optax, orbax and
-#                 ipywidgets
+#                 declares, ipywidgets 7.7.1 as in Colab) every chapter but 8 and 9 again under
+#                 nbval on another CPU code path, and the package tests that use flax, optax,
+#                 orbax and ipywidgets
 # Both create the virtual environment .venv first (again when requirements.txt changes).
 # Other targets: execute (refresh the chapters' outputs), check-site (open every built page
 # in headless Chromium and move every explorer), node, floors, venv, clean.
@@ -37,14 +37,16 @@ COLAB_IPYWIDGETS := 7.7.1
 # orbax or ipywidgets (is each floor enough for the package's use of those APIs?): flax NNX
 # modules and their state (layer contract, models), optax training, orbax checkpoints (train,
 # checkpoint, the CLI, the README's example), the explorers on ipywidgets 7.7 and 8 (widgets,
-# static explorer). Every chapter but 8: its training is the package's (fit, optax, orbax:
-# the tests above run it at the floors), its trained scores are not compared (they depend on
-# the CPU), and it is the longest chapter (nine minutes of the 20-minute budget of CI's two
-# cores). Not tests/test_hostile_training.py (two minutes): it tests the package's own saving
-# and resuming under Ctrl-C, crashes and lost files; the orbax calls it makes (save, restore,
-# an interrupted save, a bit-identical resume) run at the floors in test_checkpoint.py and
-# test_train.py.
-FLOORS_TESTS := $(filter-out book/08_training.ipynb,$(wildcard book/*.ipynb)) \
+# static explorer). Every chapter but 8 and 9, the two that train: their trained scores are
+# not compared (they depend on the CPU) and they are the longest chapters (ten of the 20
+# minutes CI's two cores may take). Chapter 8's training is the package's (fit, optax, orbax:
+# the tests above run it at the floors); chapter 9's layer, S6, trains at the floors through
+# the CLI (test_cli.py), and its own loop uses optax's oldest transforms (chain, adam,
+# clip_by_global_norm, scale_by_schedule). Not tests/test_hostile_training.py (two minutes):
+# it tests the package's own saving and resuming under Ctrl-C, crashes and lost files; the
+# orbax calls it makes (save, restore, an interrupted save, a bit-identical resume) run at the
+# floors in test_checkpoint.py and test_train.py.
+FLOORS_TESTS := $(filter-out book/08_training.ipynb book/09_selective.ipynb,$(wildcard book/*.ipynb)) \
 	tests/test_layer_contract.py tests/test_model.py tests/test_train.py \
 	tests/test_checkpoint.py tests/test_cli.py \
 	tests/test_widgets.py tests/test_static_explorer.py tests/test_readme.py
