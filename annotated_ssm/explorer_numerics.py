@@ -448,10 +448,11 @@ def gated_s6_layer(state_size: int = 4, base_step: float = 0.1) -> S6Layer:
 
     Channel 0 is the one to watch. Its step is Δ = softplus(gate + b) with
     softplus(b) = ``base_step``: a gate of 0 gives the base step, a very negative gate a
-    step near 0 (the token is ignored), a large gate a step near the gate itself (the state
-    is reset to the token). B_ℓ = 1 and C_ℓ = 1/N for every state (read from the constant
-    channel), D = 0 and A = -(1, …, N) (S4D-Real, as initialised): y = the mean of the
-    states. Channels 1 and 2 keep the base step and are not meant to be read.
+    step near 0 (the token is ignored), a large gate a step near the gate itself (the past
+    is forgotten: the state holds the token's content times Δ). B_ℓ = 1 and C_ℓ = 1/N for
+    every state (read from the constant channel), D = 0 and A = -(1, …, N) (S4D-Real, as
+    initialised): y = the mean of the states. Channels 1 and 2 keep the base step and are
+    not meant to be read.
     """
     N = check_positive_int("state_size", state_size)
     check_positive_finite("base_step", base_step)

@@ -511,8 +511,9 @@ def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
         u = np.stack([content, np.zeros(length), np.ones(length)], axis=1).astype(np.float32)
         u[position, 1] = gate
         data = selective_responses(layer, u)
+        other = 1 if position == 0 else 0  # any ungated token: they all have the base step
         title = (f"gate {gate:g} at token {position}: Δ = {data.step[position]:.2g} there, "
-                 f"{data.step[0]:.2g} elsewhere")
+                 f"{data.step[other]:.2g} elsewhere")
         return figure.update(data.step, data.responses, position=position, title=title)
 
     controls = {

@@ -5,10 +5,11 @@
 
 S6Layer computes all B·L·H·N states at once (``annotated_ssm.scan.linear_recurrence``), so
 its temporaries grow with N; an S4D layer of the same H and N convolves with an (H, L)
-kernel and does not. For each length L the script compiles (never runs) the forward pass
-``layer(u)`` and the gradient of ``sum(layer(u)²)`` for u of shape (B, L, H), float32, and
-prints XLA's ``memory_analysis().temp_size_in_bytes`` of each, in MiB and as a multiple of
-one float32 copy of the states, B·L·H·N·4 bytes. Mamba's fused kernel keeps the states in
+kernel and does not. For each length L the script
+compiles (never runs) the forward pass ``layer(u)`` and the gradient of ``sum(layer(u)²)``
+for u of shape (B, L, H), float32, and prints XLA's planned temporaries of each
+(``annotated_ssm.memory.planned_temp_bytes``), in MiB and as a multiple of one float32
+copy of the states, B·L·H·N·4 bytes. Mamba's fused kernel keeps the states in
 on-chip memory and writes only y (B·L·H·4 bytes, the last column) and recomputes the states
 in the backward pass; this package has no such kernel.
 
@@ -32,31 +33,12 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def temp_bytes(layer, shape, *, gradient: bool) -> int:
-    """XLA's temporary bytes of ``layer(u)`` (or of the gradient of sum(layer(u)²)) for
-    float32 u of ``shape``, from the compiled executable (nothing is run)."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    graphdef, state = nnx.split(layer)
-
-    def forward(state, u):
-        return nnx.merge(graphdef, state)(u)
-
-    def loss(state, u):
-        return jnp.sum(forward(state, u) ** 2)
-
-    function = jax.grad(loss) if gradient else forward
-    u = jax.ShapeDtypeStruct(shape, jnp.float32)
-    return jax.jit(function).lower(state, u).compile().memory_analysis().temp_size_in_bytes
-
-
 def main(argv=None) -> None:
     import jax
     from flax import nnx
 
     from annotated_ssm.layers import S4DLayer, S6Layer
+    from annotated_ssm.memory import planned_temp_bytes
 
     args = parse_args(argv)
     B, H, N = args.batch, args.d_model, args.state_size
@@ -67,9 +49,9 @@ def main(argv=None) -> None:
     s6, s4d = S6Layer(H, N, rngs=nnx.Rngs(0)), S4DLayer(H, N, rngs=nnx.Rngs(0))
     for L in args.lengths:
         states = B * L * H * N * 4
-        cells = [temp_bytes(s6, (B, L, H), gradient=False),
-                 temp_bytes(s6, (B, L, H), gradient=True),
-                 temp_bytes(s4d, (B, L, H), gradient=True)]
+        cells = [planned_temp_bytes(s6, (B, L, H)),
+                 planned_temp_bytes(s6, (B, L, H), gradient=True),
+                 planned_temp_bytes(s4d, (B, L, H), gradient=True)]
         shown = " ".join(f"{c / MIB:9.1f} ({c / states:4.1f}×)" for c in cells)
         print(f"{L:6d} {states / MIB:9.1f} {shown} {B * L * H * 4 / MIB:17.2f}")
 

@@ -123,3 +123,10 @@ def test_chapter_9_first_figure_fits_the_page():
     sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
     assert min(sizes) >= 11
     plt.close(fig)
+
+
+def test_title_names_the_base_step_even_when_the_first_token_is_gated():
+    explorer = widgets.selective_explorer(position=0, gate=6.0)
+    figure = explorer.draw(position=0, gate=6.0)
+    title = figure.get_suptitle()
+    assert title.startswith("gate 6 at token 0") and title.endswith("0.1 elsewhere"), title
