@@ -14,7 +14,7 @@ import pytest
 from flax import nnx
 from reference import relative_error
 
-from annotated_ssm.init import diagonal_init, log_step
+from annotated_ssm.initialization import diagonal_init, log_step
 from annotated_ssm.layers import LAYERS, get_layer
 from annotated_ssm.model import CausalSequenceModel
 

@@ -15,7 +15,7 @@ import pytest
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from annotated_ssm import static_explorer, widgets
+from annotated_ssm.book import static_explorer, widgets
 from test_widgets import EXPLORERS  # the explorers as test_widgets builds them
 
 #: How far (0-255, per channel) a decoded pixel may be from a drawn colour.
