@@ -15,7 +15,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED := 0
 # The environments are filled by uv (from PyPI, like pip): it downloads and installs in
-# parallel, 4 s for requirements.txt where pip took 46 s.
+# parallel, several times faster than pip.
 UV     := uv>=0.9,<1
 
 # MathJax 3 for node (tests/test_mathjax.py, the book's one MathJax check) and for the
