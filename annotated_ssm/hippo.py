@@ -386,8 +386,8 @@ def memory(u, dt: float, measure: str, N: int, window: float, *, theta: float = 
     """Feed samples into the HiPPO SSM of ``measure`` and read the last ``window`` back.
 
     The input is held constant over each step of length ``dt`` (sample k over
-    [k·dt, (k+1)·dt)), for which zero-order hold is exact (:func:`annotated_ssm.continuous.hold_matrices`):
-    the state follows ``x ← Ā x + B̄ u_k``.
+    [k·dt, (k+1)·dt)), for which zero-order hold is exact
+    (:func:`annotated_ssm.continuous.hold_matrices`): the state follows ``x ← Ā x + B̄ u_k``.
     The same Ā = e^{dt·A} steps the basis e^{sA}B along the lags. Float64 NumPy: nothing is
     compiled, so moving N costs one (N+1)×(N+1) exponential.
 

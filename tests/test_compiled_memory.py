@@ -1,4 +1,4 @@
-"""annotated_ssm.book.compiled_memory: XLA's planned temporaries of a layer (compiled, never run)."""
+"""annotated_ssm.book.compiled_memory: XLA's planned temporaries of a layer (compiled, not run)."""
 
 import pytest
 from flax import nnx

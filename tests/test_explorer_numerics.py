@@ -1,4 +1,4 @@
-"""The explorers' and Figure 3's numbers (annotated_ssm.book.explorer_numerics, chapters 6 and 7)."""
+"""The explorers' and Figure 3's numbers (annotated_ssm.book.explorer_numerics, chapters 6, 7)."""
 
 import jax
 import numpy as np
