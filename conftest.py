@@ -1,7 +1,7 @@
 """pytest configuration for the whole repository: the package tests and the chapters."""
 
-# The package test files that took longest (25-65 s each on one worker of the 2-core CI
-# machine, November 2026), longest first.
+# The package test files that take longest (25-65 s each on one worker of the 2-core CI
+# machine), longest first.
 SLOWEST_TEST_FILES = ("test_train.py", "test_model.py", "test_layer_contract.py", "test_kernels.py",
                       "test_widgets.py", "test_s4.py", "test_s5.py", "test_s4d.py", "test_dss.py")
 

@@ -5,22 +5,34 @@ functions that read a signal's history back out of a HiPPO state.
     legs_basis                      closed form of LegS's basis e^{tA}B
     reconstruction_basis, reconstruct   u(t - s) ≈ Σ_n x_n(t) g_n(s)
     normal_legs, dplr_legs          A = A_normal - P Pᵀ and its stable diagonalisation
+    legs_eigenvalues                HiPPO-N's eigenvalues alone, by root finding
     memory                          feed a signal in, read its history back (chapter 2's explorer)
 
 Everything here is float64 NumPy: these are fixed initialisations computed once, and the
 float64 versions are the references the JAX code is tested against.
+
+HiPPO-N's eigenvalues have two algorithms, each where it is needed and each tested against
+the other (1e-10 relative, N = 2 … 1024):
+
+- :func:`dplr_legs` diagonalises HiPPO-N with a Hermitian eigensolver, O(N³): the path
+  whenever the eigenvectors are needed too (S4's P̃ and B̃, S5's V in
+  :func:`annotated_ssm.initialization.block_hippo_n`);
+- :func:`legs_eigenvalues` finds the eigenvalues alone by scalar root finding, O(N²): the path
+  for S4D-LegS and DSS (:func:`annotated_ssm.initialization.diagonal_init`) and the book's
+  explorers, which go to N = 2048, where the eigensolver takes seconds.
 
 Notation (see the book's notation table): ``N`` state size, state indices ``n, k``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 from ._validation import check_choice, check_positive_finite, check_positive_int
-from .ssm import hold_matrices
+from .continuous import hold_matrices
 
 __all__ = [
     "MEASURES",
@@ -35,6 +47,7 @@ __all__ = [
     "reconstruct",
     "normal_legs",
     "dplr_legs",
+    "legs_eigenvalues",
     "Memory",
     "memory",
 ]
@@ -297,6 +310,62 @@ def dplr_legs(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return Lambda, V.conj().T @ p, V.conj().T @ b, V
 
 
+@functools.lru_cache(maxsize=16)
+def _legs_imag(N: int) -> np.ndarray:
+    """The N/2 positive μ with -1/2 + iμ an eigenvalue of HiPPO-N, decreasing (read-only).
+
+    HiPPO-N = -I/2 + S with ``S_nk = sign(k - n) p_n p_k``, ``p_j² = j + 1/2``. Writing
+    ``S v = iμ v`` row by row with running sums of ``p_k v_k`` gives the recurrence
+    ``r_{n+1} = r_n (iμ - p_n²)/(iμ + p_n²)`` for the "remaining sum" r, and the last row
+    closes it with ``r_N = -r_0``. Every factor has modulus one, so the condition is on the
+    total angle: μ is an eigenvalue exactly when
+
+        θ(μ) = 2 Σ_j atan(p_j² / μ) = (2m + 1) π   for some integer m.
+
+    θ falls monotonically from Nπ (μ → 0) to 0 (μ → ∞): one root for each m = 0 … N/2 - 1
+    (the largest μ for m = 0). Each root is bracketed by bisection on log μ and polished by
+    Newton steps: O(N²) work for all roots at once.
+    """
+    p2 = np.arange(N) + 0.5
+    target = (2 * np.arange(N // 2) + 1) * np.pi
+
+    def theta(mu):
+        return 2 * np.sum(np.arctan2(p2, mu[:, None]), axis=1)
+
+    def dtheta(mu):
+        return -2 * np.sum(p2 / (p2**2 + mu[:, None] ** 2), axis=1)
+
+    # Every root lies in (1e-3, N²): θ(1e-3) > (N - 1)π and θ(N²) < π.
+    lo = np.full(N // 2, np.log(1e-3))
+    hi = np.full(N // 2, 2 * np.log(float(N)) + 1)
+    for _ in range(30):  # relative bracket width 2^-30 · 20: Newton's basin
+        mid = (lo + hi) / 2
+        root_above = theta(np.exp(mid)) > target
+        lo, hi = np.where(root_above, mid, lo), np.where(root_above, hi, mid)
+    mu = np.exp((lo + hi) / 2)
+    for _ in range(3):  # quadratic convergence: 1e-8 -> 1e-16
+        mu = mu - (theta(mu) - target) / dtheta(mu)
+    mu.setflags(write=False)
+    return mu
+
+
+def legs_eigenvalues(N: int) -> np.ndarray:
+    """The N/2 eigenvalues of HiPPO-N (the normal part of HiPPO-LegS) with Im > 0.
+
+    The values and order of ``dplr_legs(N)[0][: N // 2]`` (decreasing imaginary part; they
+    agree to 1e-10 relative), from the root finding of ``_legs_imag`` instead of an O(N³)
+    eigensolver; cached per N.
+
+    Returns:
+        (N/2,) complex128, every real part exactly -1/2.
+    """
+    N = check_positive_int("N", N, minimum=2)
+    if N % 2:
+        raise ValueError(f"N must be even (eigenvalues come in conjugate pairs, N/2 are kept); "
+                         f"got N={N}.")
+    return -0.5 + 1j * _legs_imag(N)
+
+
 # --- A signal in, its history out (chapter 2's explorer) ------------------------------------
 
 
@@ -317,8 +386,8 @@ def memory(u, dt: float, measure: str, N: int, window: float, *, theta: float = 
     """Feed samples into the HiPPO SSM of ``measure`` and read the last ``window`` back.
 
     The input is held constant over each step of length ``dt`` (sample k over
-    [k·dt, (k+1)·dt)), for which zero-order hold is exact (:func:`annotated_ssm.ssm.hold_matrices`):
-    the state follows ``x ← Ā x + B̄ u_k``.
+    [k·dt, (k+1)·dt)), for which zero-order hold is exact
+    (:func:`annotated_ssm.continuous.hold_matrices`): the state follows ``x ← Ā x + B̄ u_k``.
     The same Ā = e^{dt·A} steps the basis e^{sA}B along the lags. Float64 NumPy: nothing is
     compiled, so moving N costs one (N+1)×(N+1) exponential.
 

@@ -1,4 +1,4 @@
-"""Deep SSM models: residual blocks around any of the four layers, stacked.
+"""Deep SSM models: stacked residual blocks around any of the five layers of ``LAYERS``.
 
     x ──► encoder ──► block ──► … ──► block ──► pool / per step ──► decoder ──► output
                       │                     │

@@ -32,7 +32,7 @@ import numpy as np
 
 matplotlib.use("agg")
 
-from annotated_ssm import explorer_figures, widgets  # noqa: E402  (after choosing the backend)
+from annotated_ssm.book import explorer_figures, widgets  # noqa: E402  (after choosing the backend)
 
 
 def _signal(t):
@@ -52,7 +52,7 @@ EXPLORERS = {
 
 
 def rebuilt_per_change(figure_class):
-    """A stand-in for one of :mod:`annotated_ssm.explorer_figures`' classes whose ``update``
+    """A stand-in for one of :mod:`annotated_ssm.book.explorer_figures`' classes whose ``update``
     draws on a new figure every time, instead of updating one figure in place."""
 
     class Rebuilt:

@@ -8,7 +8,7 @@ its temporaries grow with N; an S4D layer of the same H and N convolves with an 
 kernel and does not. For each length L the script
 compiles (never runs) the forward pass ``layer(u)`` and the gradient of ``sum(layer(u)²)``
 for u of shape (B, L, H), float32, and prints XLA's planned temporaries of each
-(``annotated_ssm.memory.planned_temp_bytes``), in MiB and as a multiple of one float32
+(``annotated_ssm.book.compiled_memory.planned_temp_bytes``), in MiB and as a multiple of one float32
 copy of the states, B·L·H·N·4 bytes. Mamba's fused kernel keeps the states in
 on-chip memory and writes only y (B·L·H·4 bytes, the last column) and recomputes the states
 in the backward pass; this package has no such kernel.
@@ -38,7 +38,7 @@ def main(argv=None) -> None:
     from flax import nnx
 
     from annotated_ssm.layers import S4DLayer, S6Layer
-    from annotated_ssm.memory import planned_temp_bytes
+    from annotated_ssm.book.compiled_memory import planned_temp_bytes
 
     args = parse_args(argv)
     B, H, N = args.batch, args.d_model, args.state_size

@@ -30,7 +30,7 @@ from flax import nnx
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset
 from annotated_ssm.kernels import bidirectional_conv, causal_conv
-from annotated_ssm.layers import get_layer
+from annotated_ssm.layers import LAYERS, get_layer
 from annotated_ssm.train import build_model, make_optimizer, train_step
 
 
@@ -110,7 +110,8 @@ def main(argv=None) -> None:
     parser.add_argument("--d-model", type=int, default=64, help="H channels (default 64)")
     parser.add_argument("--length", type=int, default=40, help="L (default 40)")
     parser.add_argument("--batch", type=int, default=50, help="B (default 50)")
-    parser.add_argument("--layers", nargs="+", default=["s4", "dss", "s4d", "s5"])
+    parser.add_argument("--layers", nargs="+", default=list(LAYERS),
+                        help=f"any of {list(LAYERS)} (default: all)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (default 7)")
     parser.add_argument("--steps", type=int, default=30, help="calls per round (default 30)")
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ import numpy as np
 import scipy.linalg
 
 # The error measure of the tests is the book's (max |a - e| / max |e|, in float64).
-from annotated_ssm.display import relative_error  # noqa: F401
+from annotated_ssm.book.display import relative_error  # noqa: F401
 
 
 def discretize_dense(A, B, step, method):

@@ -140,8 +140,8 @@ def widget_state_problems(notebook) -> list[str]:
 # The website shrinks each figure to its text column: about 730 px on a desktop, 368 px on a
 # 400 px phone. Figures wider than the column have their text shrunk with them.
 DESKTOP_COLUMN = 730  # px
-PAGE_WIDTH_PX = 750  # annotated_ssm.plotting.PAGE_WIDTH at 100 dpi
-BOOK_DPI = 90  # annotated_ssm.display.BOOK_STYLE
+PAGE_WIDTH_PX = 750  # annotated_ssm.book.plotting.PAGE_WIDTH at 100 dpi
+BOOK_DPI = 90  # annotated_ssm.book.display.BOOK_STYLE
 MIN_DESKTOP_TEXT = 9  # px
 # A figure drawn in the book's style with matplotlib's default 10 pt text (12.5 px at 90 dpi)
 # keeps it at >= 9 px in the desktop column up to this natural width: 12.5 * 730 / 1000 = 9.1.
@@ -170,7 +170,7 @@ def figure_problems(notebook) -> list[str]:
       default 10 pt text, the 730 px desktop column shows that text at >= 9 px.
     - Smaller fonts a cell asks for (``fontsize=8`` ...) must stay >= 9 px in that column at
       the width of the cell's figure: 8 pt (10 px at 90 dpi) only up to 811 px wide. (Fonts
-      set inside ``annotated_ssm.plotting`` are checked by ``tests/test_plotting.py``.)
+      set inside ``annotated_ssm.book.plotting`` are checked by ``tests/test_plotting.py``.)
     """
     problems, first = [], True
     for index, cell in enumerate(code_cells(notebook)):

@@ -117,7 +117,8 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     assert (tmp_path / "folder" / "data.csv").read_text() == "1,2" and (tmp_path / "file").read_text() == "x"
 
 
-@pytest.mark.parametrize("module", ["annotated_ssm.cli", "annotated_ssm.train"])  # .train: the old name
+# annotated_ssm.train: the name chapter 8 runs the command by
+@pytest.mark.parametrize("module", ["annotated_ssm.cli", "annotated_ssm.train"])
 def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path, module):
     (tmp_path / "file").write_text("x")
     done = subprocess.run([sys.executable, "-m", module, "--checkpoint", str(tmp_path / "file" / "c")],

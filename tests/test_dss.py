@@ -13,7 +13,7 @@ from flax import nnx
 from reference import direct_causal_conv, relative_error
 
 from annotated_ssm import hippo, kernels
-from annotated_ssm.init import diagonal_init
+from annotated_ssm.initialization import diagonal_init
 from annotated_ssm.kernels import dss_coefficients, dss_kernel, naive_kernel
 from annotated_ssm.layers import get_layer
 from annotated_ssm.layers.dss import DSSLayer

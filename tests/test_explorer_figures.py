@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from annotated_ssm import explorer_figures  # noqa: E402
+from annotated_ssm.book import explorer_figures  # noqa: E402
 
 T = np.linspace(0, 4, 50)
 

@@ -1,41 +1,23 @@
-"""The explorers' and Figure 3's numbers (annotated_ssm.explorer_numerics, chapters 6 and 7)."""
+"""The explorers' and Figure 3's numbers (annotated_ssm.book.explorer_numerics, chapters 6, 7)."""
 
 import jax
 import numpy as np
 import pytest
 
 from annotated_ssm import discretize, hippo, kernels
-from annotated_ssm import explorer_numerics as numerics
-from annotated_ssm.init import diagonal_init
-
-
-@pytest.mark.parametrize("N", [2, 8, 64, 256, 1024])
-def test_fast_legs_eigenvalues_match_dplr_legs(N):
-    """The root finder's eigenvalues are hippo.dplr_legs's (same order) to 1e-10 relative,
-    and the layers' S4D-LegS (which uses dplr_legs) to the same."""
-    Lambda = hippo.dplr_legs(N)[0][: N // 2]
-    fast = numerics.legs_eigenvalues(N)
-    np.testing.assert_array_equal(fast.real, -0.5)
-    np.testing.assert_allclose(fast, Lambda, rtol=1e-10)
-    np.testing.assert_allclose(fast, diagonal_init("legs", N), rtol=1e-10)
+from annotated_ssm.book import explorer_numerics as numerics
+from annotated_ssm.initialization import block_hippo_n, diagonal_init, s5_init
 
 
 @pytest.mark.parametrize("N, real_part, imag_scale", [(64, -0.5, 1.0), (256, -2.0, 0.1)])
 def test_s4d_explorer_legs_is_diagonal_init(N, real_part, imag_scale):
-    """The S4D explorer's S4D-LegS (fast eigenvalues) is diagonal_init's to 1e-10 relative."""
+    """The S4D explorer's S4D-LegS is diagonal_init's."""
     A = numerics.diagonal_kernel("legs", N, real_part, imag_scale, "zoh", 0.01).A
     expected = diagonal_init("legs", N, real_part=real_part, imag_scale=imag_scale)
     np.testing.assert_array_equal(A.real, real_part)
-    np.testing.assert_allclose(A, expected, rtol=1e-10)
+    np.testing.assert_array_equal(A, expected)
     with pytest.raises(ValueError, match="real_part"):
         numerics.diagonal_kernel("legs", N, 0.5, imag_scale, "zoh", 0.01)
-
-
-def test_legs_eigenvalues_bad_input():
-    with pytest.raises(ValueError, match="N must be even"):
-        numerics.legs_eigenvalues(7)
-    with pytest.raises(ValueError, match="N"):
-        numerics.legs_eigenvalues(0)
 
 
 @pytest.mark.parametrize("N", [8, 64, 256])
@@ -116,31 +98,46 @@ def test_diagonal_kernel_bad_input():
 
 
 @pytest.mark.parametrize("P, J", [(16, 1), (32, 4), (64, 8)])
-def test_s5_init_system_with_one_step_is_the_real_block_system(P, J):
+def test_s5_responses_with_one_step_are_the_real_block_system(P, J):
     """With step_min = step_max every state has the same Δ, and the impulse responses must be
-    the ZOH kernel of the real system (J blocks of HiPPO-N, the same real B and C): this
-    checks the conjugate halving, the projections B̃ = V*B, C̃ = CV and the discretisation."""
+    the ZOH kernel of the real system the layer's initialisation stands for (dense matrix
+    powers in float64): A = 2·Re(V diag(Λ) V*), B = 2·Re(V B̃) and C = 2·Re(C̃ V*), V from
+    block_hippo_n. This checks the conjugate halving and the discretisation; Λ, B̃, C̃ are
+    s5_init's for the same key."""
     H, L, step = 3, 60, 0.05
-    system = numerics.s5_init_system(H, P, J, step, step, L, seed=3)
-    rng = np.random.default_rng(3)
-    B = rng.standard_normal((P, H)) / np.sqrt(H)
-    C = rng.standard_normal((H, P)) / np.sqrt(P)
+    system = numerics.s5_responses(H, P, J, step, step, L, seed=3)
+    key_init, _ = jax.random.split(jax.random.key(3))
+    expected = s5_init(key_init, H, P, J)
+    for got, want in zip(system.init, expected):
+        np.testing.assert_array_equal(got, want)
+    _, V = block_hippo_n(P, J)
+    B_tilde, C_tilde = (np.asarray(x, np.complex128) for x in system.init[1:])
+    B = 2 * (V @ B_tilde).real
+    C = 2 * (C_tilde @ V.conj().T).real
+    # log_step draws float32 log Δ: one Δ for every state, equal to step to float32 rounding
+    assert system.step.shape == system.Lambda_bar.shape == (P // 2,)
+    np.testing.assert_array_equal(system.step, system.step[0])
+    np.testing.assert_allclose(system.step[0], step, rtol=1e-6)
+    # The layer's Λ is complex64: the real system's A = 2·Re(V diag(Λ) V*) is J blocks of
+    # HiPPO-N up to that rounding (checked), and exactly what the layer starts from.
+    Lambda = np.asarray(system.init.Lambda, np.complex128)
+    A = 2 * (V @ np.diag(Lambda) @ V.conj().T).real
     A_block, _, _ = hippo.normal_legs(P // J)
-    A = np.kron(np.eye(J), A_block)
+    np.testing.assert_allclose(A, np.kron(np.eye(J), A_block), atol=1e-5)
     with jax.enable_x64(True):
-        A_bar, B_bar = (np.asarray(x) for x in discretize.discretize_dense(A, B, step, "zoh"))
+        A_bar, B_bar = (np.asarray(x) for x in discretize.discretize_dense(A, B, system.step[0],
+                                                                           "zoh"))
     reference = np.stack([C @ np.linalg.matrix_power(A_bar, ell) @ B_bar for ell in range(L)])
     np.testing.assert_allclose(system.responses, reference, rtol=1e-9, atol=1e-11)
-    assert system.Lambda.shape == system.step.shape == system.Lambda_bar.shape == (P // 2,)
 
 
-def test_s5_init_system_bad_input():
+def test_s5_responses_bad_input():
     with pytest.raises(ValueError, match="step_min"):
-        numerics.s5_init_system(3, 32, 4, 0.1, 0.01, 10)
+        numerics.s5_responses(3, 32, 4, 0.1, 0.01, 10)
     with pytest.raises(ValueError, match="blocks"):
-        numerics.s5_init_system(3, 32, 3, 0.01, 0.1, 10)
+        numerics.s5_responses(3, 32, 3, 0.01, 0.1, 10)
     with pytest.raises(ValueError, match="state_size"):
-        numerics.s5_init_system(3, 256, 1, 0.01, 0.1, 10)
+        numerics.s5_responses(3, 256, 1, 0.01, 0.1, 10)
 
 
 def test_figure3_data():

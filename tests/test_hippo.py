@@ -159,6 +159,22 @@ def test_dplr_reconstructs_legs(N):
     assert np.all(Lambda[:half].imag > 0) and np.all(np.diff(Lambda[:half].imag) < 0)
 
 
+@pytest.mark.parametrize("N", [2, 8, 64, 256, 1024])
+def test_legs_eigenvalues_root_finder_matches_eigensolver(N):
+    """The root finder's eigenvalues are dplr_legs's eigensolver's (same order) to 1e-10
+    relative, with real parts exactly -1/2."""
+    fast = hippo.legs_eigenvalues(N)
+    np.testing.assert_array_equal(fast.real, -0.5)
+    np.testing.assert_allclose(fast, hippo.dplr_legs(N)[0][: N // 2], rtol=1e-10)
+
+
+def test_legs_eigenvalues_bad_input():
+    with pytest.raises(ValueError, match="N must be even"):
+        hippo.legs_eigenvalues(7)
+    with pytest.raises(ValueError, match="N"):
+        hippo.legs_eigenvalues(0)
+
+
 def test_legs_eigenvectors_ill_conditioned():
     # S4's Lemma 3.2: diagonalising LegS directly is numerically hopeless.
     conds = [np.linalg.cond(np.linalg.eig(hippo.legs(N)[0])[1]) for N in (4, 8, 16)]
@@ -210,7 +226,7 @@ def _signal(t):
 def test_memory_state_matches_simulate(measure):
     """The ZOH recurrence gives the state of an independent integrator (ssm.simulate with the
     input held over each step), and the reconstruction is reconstruct() of that state."""
-    from annotated_ssm.ssm import simulate
+    from annotated_ssm.continuous import simulate
 
     dt, N = 0.01, 16
     u = _signal(dt * np.arange(500) + dt / 2)

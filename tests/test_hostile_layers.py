@@ -1,5 +1,5 @@
-"""Hostile inputs to the layers and models (issue 22): each cause found by an adversarial run
-now gives a ValueError (TypeError only for a wrong type) naming the argument, the value and
+"""Hostile inputs to the layers and models: each cause found by an adversarial run gives a
+ValueError (TypeError only for a wrong type) naming the argument, the value and
 what is allowed, or works. The numerics (S4's float32 recurrence at small Δ, dense ZOH's
 matrix exponential) are tested in test_s4.py and test_discretize.py; the training, checkpoint
 and CLI side in test_hostile_training.py.
@@ -14,7 +14,7 @@ import pytest
 from flax import nnx
 from reference import relative_error
 
-from annotated_ssm.init import diagonal_init, log_step
+from annotated_ssm.initialization import diagonal_init, log_step
 from annotated_ssm.layers import LAYERS, get_layer
 from annotated_ssm.model import CausalSequenceModel
 
@@ -129,7 +129,7 @@ def test_unknown_init_options_key_is_a_value_error():
 @pytest.mark.parametrize("flag", ["random_real", "random_imag"])
 @pytest.mark.parametrize("value", ["no", "False", 0, 1, None])
 def test_non_bool_random_flags_are_refused(flag, value):
-    """``bool("no")`` is True: 'no' used to mean yes."""
+    """``bool("no")`` is True: a flag given "no" must be refused, not read as yes."""
     with pytest.raises(ValueError, match=rf"init_options\['{flag}'\] must be True or False; got {value!r}"):
         get_layer("s4d")(H, N, init="inv", init_options={flag: value}, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match=rf"{flag} must be True or False; got {value!r}"):
@@ -162,7 +162,7 @@ def test_generate_with_an_empty_prompt_is_a_value_error(name):
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
 def test_batch_norm_model_steps_and_generates_in_train_mode(name, dropout):
-    """A fresh model is in train mode; its recurrence used to raise Flax's TraceContextError
+    """A fresh model is in train mode; its recurrence must not raise Flax's TraceContextError
     (BatchNorm updating its statistics, dropout drawing keys, inside a scan). The recurrence
     is inference: running statistics, no dropout, in either mode, and it changes nothing."""
     model = CausalSequenceModel(name, 1, 1, norm="batch", dropout=dropout, rngs=nnx.Rngs(0), **SMALL)

@@ -1,4 +1,4 @@
-"""Training, checkpoints and the command line against hostile use (issue 22, items 1-7): one
+"""Training, checkpoints and the command line against hostile use: one
 test per cause, each named after it.
 
 1. resuming is exact: interrupted anywhere (between steps, at an epoch's end, during a

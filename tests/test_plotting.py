@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from annotated_ssm import plotting  # noqa: E402
-from annotated_ssm.display import BOOK_STYLE  # noqa: E402
+from annotated_ssm.book import plotting  # noqa: E402
+from annotated_ssm.book.display import BOOK_STYLE  # noqa: E402
 from annotated_ssm.train import History  # noqa: E402
 
 DESKTOP_COLUMN = 730  # px: the narrowest text column of the site on a desktop

@@ -8,7 +8,7 @@ from flax import nnx
 from reference import direct_causal_conv, relative_error
 
 from annotated_ssm import discretize, kernels
-from annotated_ssm.init import DIAGONAL_ABLATIONS, DIAGONAL_INITS, diagonal_init
+from annotated_ssm.initialization import DIAGONAL_ABLATIONS, DIAGONAL_INITS, diagonal_init
 from annotated_ssm.layers.s4d import S4DLayer
 
 # One step size per channel across the usual initialisation range [1e-3, 1e-1].

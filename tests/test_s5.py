@@ -9,7 +9,7 @@ from flax import nnx
 from reference import discretize_dense, relative_error
 
 from annotated_ssm.hippo import dplr_legs, normal_legs
-from annotated_ssm.init import block_hippo_n, s5_init
+from annotated_ssm.initialization import block_hippo_n, s5_init
 from annotated_ssm.layers import get_layer
 from annotated_ssm.layers.s5 import S5Layer
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from annotated_ssm import explorer_figures, widgets
-from annotated_ssm.explorer_numerics import gated_s6_layer, selective_responses
+from annotated_ssm.book import explorer_figures, widgets
+from annotated_ssm.book.explorer_numerics import gated_s6_layer, selective_responses
 from annotated_ssm.layers import S6Layer
 
 
@@ -112,7 +112,7 @@ def test_chapter_9_first_figure_fits_the_page():
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from annotated_ssm import plotting
+    from annotated_ssm.book import plotting
 
     weights = {"a": np.linspace(1, 2, 32), "b": np.linspace(2, 1, 32)}
     fig = plotting.input_weights_figure({"S4D (LTI)": weights, "S6 (selective)": weights},

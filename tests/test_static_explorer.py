@@ -15,7 +15,7 @@ import pytest
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from annotated_ssm import static_explorer, widgets
+from annotated_ssm.book import static_explorer, widgets
 from test_widgets import EXPLORERS  # the explorers as test_widgets builds them
 
 #: How far (0-255, per channel) a decoded pixel may be from a drawn colour.
@@ -55,9 +55,9 @@ def _missing(colors, png: bytes) -> list:
 
 @pytest.mark.parametrize("name", ["figure3", "s5", "eigenvalue", "hippo"])
 def test_static_frame_keeps_every_legend_colour(name):
-    """The website's frame (a palette PNG) shows each legend line in its own colour. The old
-    32-colour median-cut palette drew Figure 3's K_0 (blue) in another colour and S5's
-    three impulse responses in merged ones."""
+    """The website's frame (a palette PNG) shows each legend line in its own colour (a
+    32-colour median-cut palette draws Figure 3's K_0 (blue) in another colour and S5's
+    three impulse responses in merged ones)."""
     explorer = EXPLORERS[name]()
     explorer.grid = {}  # one grid point: the default frame
     png = explorer.frames().images[0]

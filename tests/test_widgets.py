@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from annotated_ssm import static_explorer, widgets
+from annotated_ssm.book import static_explorer, widgets
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_STATIC_BYTES = 1_500_000
@@ -205,10 +205,10 @@ def test_no_compilation_when_a_control_moves(name, control, values, explorers, c
     assert not compiled, compiled[:3]
 
 
-def test_hippo_init_and_explorer_numerics_import_no_plotting_library():
-    """The core install has no matplotlib or ipywidgets: hippo, init and the explorers'
-    numbers must not need them."""
-    code = ("import sys, annotated_ssm.hippo, annotated_ssm.init, annotated_ssm.explorer_numerics; "
+def test_explorer_numerics_imports_no_plotting_library():
+    """The explorers' numbers need no matplotlib or ipywidgets (the library's modules are
+    checked by tests/test_package_layout.py)."""
+    code = ("import sys, annotated_ssm.book.explorer_numerics; "
             "bad = sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('matplotlib', 'ipywidgets', 'PIL')); "
             "assert not bad, bad")
@@ -218,7 +218,7 @@ def test_hippo_init_and_explorer_numerics_import_no_plotting_library():
 @pytest.mark.parametrize("module", ["widgets.py", "plotting.py", "explorer_figures.py",
                                     "static_explorer.py", "explorer_numerics.py"])
 def test_imports_at_module_level(module):
-    tree = ast.parse((ROOT / "annotated_ssm" / module).read_text())
+    tree = ast.parse((ROOT / "annotated_ssm" / "book" / module).read_text())
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
     functions = [f for f in ast.walk(tree) if isinstance(f, kinds)]
     inner = [node.lineno for function in functions

@@ -1,7 +1,7 @@
 """Check the explorers of the built website in headless Chromium, offline: do they move?
 
 Serves a built site (default _build/html) on localhost, opens every page that holds a static
-explorer (annotated_ssm.static_explorer) in Chromium (the system's, driven by Python's
+explorer (annotated_ssm.book.static_explorer) in Chromium (the system's, driven by Python's
 playwright; tools/browser.py), with every request that leaves localhost blocked. For each explorer it
 moves every control the way a reader would (arrow key on a slider, a new choice in a list)
 and checks that the figure changes: another frame, another image, decoded by the browser.

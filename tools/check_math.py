@@ -8,7 +8,7 @@ macros count as failures (the book defines none: chapters are also read in Jupyt
 which would not know them).
 
 This is the book's one MathJax check; it needs no built website. (tools/check_site.py, on the
-built site, no longer inspects MathJax.)
+built site, does not inspect MathJax.)
 
     python tools/check_math.py                 # every chapter and page; exit 1 on failure
     python tools/check_math.py book/04_s4.ipynb

@@ -1,8 +1,8 @@
 """Draw the landing page's figure, book/figures/landing.png (committed; shown by book/intro.md).
 
 It is Figure 3 of the S4D paper as chapter 6 (book/06_s4d.ipynb) computes it, with the same
-functions, ``annotated_ssm.explorer_numerics.figure3_data`` and
-``annotated_ssm.plotting.figure3``: the first four basis functions of S4-LegS in closed
+functions, ``annotated_ssm.book.explorer_numerics.figure3_data`` and
+``annotated_ssm.book.plotting.figure3``: the first four basis functions of S4-LegS in closed
 form, and those of S4D-LegS (its diagonal, no low-rank term) at two state sizes and with two
 discretisations. Run it again after changing either function:
 
@@ -33,8 +33,8 @@ def render() -> bytes:
     """The figure as PNG bytes (the chapter's figure, cropped the way the notebook stores it)."""
     import matplotlib.pyplot as plt
 
-    from annotated_ssm import plotting
-    from annotated_ssm.explorer_numerics import figure3_data
+    from annotated_ssm.book import plotting
+    from annotated_ssm.book.explorer_numerics import figure3_data
 
     figure = plotting.figure3(*figure3_data())
     buffer = io.BytesIO()

@@ -100,7 +100,7 @@ from .._validation import (
     computation_dtypes,
     default_float_dtype,
 )
-from ..init import log_step
+from ..initialization import log_step
 from ..kernels import _bidirectional_conv, _causal_conv
 
 __all__ = [

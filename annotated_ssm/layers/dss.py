@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from .._validation import check_choice, check_positive_real
-from ..init import diagonal_init
+from ..initialization import diagonal_init
 from ..kernels import DSS_VARIANTS, _dss_coefficients, _dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
 

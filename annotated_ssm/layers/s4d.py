@@ -22,7 +22,7 @@ from flax import nnx
 
 from .._validation import check_bool, check_choice
 from ..discretize import METHODS, _discretize_diagonal
-from ..init import DIAGONAL_INITS, check_init_options, diagonal_init
+from ..initialization import DIAGONAL_INITS, check_init_options, diagonal_init
 from ..kernels import _vandermonde_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
@@ -59,9 +59,9 @@ class S4DLayer(ConvolutionalSSMLayer):
             N/2 complex states (N must be even); ``init="real"`` keeps N real ones.
         bidirectional: a second kernel (its own C, shared A, B, Δ) runs backwards in time.
         step_min, step_max: range of the log-uniform initial Δ, one per channel.
-        init: a name from :data:`annotated_ssm.init.DIAGONAL_INITS` ("legs" is S4D-LegS,
+        init: a name from :data:`annotated_ssm.initialization.DIAGONAL_INITS` ("legs" is S4D-LegS,
             the diagonal of DSS).
-        init_options: extra keyword arguments of :func:`annotated_ssm.init.diagonal_init`
+        init_options: extra keyword arguments of :func:`annotated_ssm.initialization.diagonal_init`
             (``real_part``, ``imag_scale``, ``random_real``, ``random_imag``), for ablations.
         discretization: "bilinear" (the S4D paper's default, as S4), "zoh" (as DSS) or
             "euler" (:data:`annotated_ssm.discretize.METHODS`).

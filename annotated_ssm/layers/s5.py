@@ -29,7 +29,7 @@ from flax import nnx
 
 from .._validation import check_bool, check_choice, check_positive_int
 from ..discretize import METHODS, _discretize_diagonal
-from ..init import s5_init
+from ..initialization import s5_init
 from ..scan import _linear_recurrence
 from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 

@@ -1,4 +1,4 @@
-"""annotated_ssm.ssm against independent float64 references: closed forms for the
+"""annotated_ssm.continuous against independent float64 references: closed forms for the
 mass-spring-damper, scipy.signal (lsim, impulse, ss2tf), eigendecompositions and quadrature."""
 
 import numpy as np
@@ -7,8 +7,8 @@ import scipy.integrate
 import scipy.linalg
 import scipy.signal
 
-from annotated_ssm import ssm
-from annotated_ssm.ssm import (
+from annotated_ssm import continuous
+from annotated_ssm.continuous import (
     basis_functions,
     check_system,
     impulse_response,
@@ -350,11 +350,11 @@ def test_mass_spring_damper_errors(kwargs, name):
 def test_hold_matrices_checks_its_arguments():
     A, B = -np.eye(2), np.ones((2, 1))
     with pytest.raises(ValueError, match="h must be real, finite and > 0"):
-        ssm.hold_matrices(A, B, np.array([0.1, -0.1]), "zero")
+        continuous.hold_matrices(A, B, np.array([0.1, -0.1]), "zero")
     with pytest.raises(ValueError, match="unknown hold 'cubic'"):
-        ssm.hold_matrices(A, B, np.array([0.1]), "cubic")
+        continuous.hold_matrices(A, B, np.array([0.1]), "cubic")
     with pytest.raises(ValueError, match=r"B must have shape \(N, M\)"):
-        ssm.hold_matrices(A, np.ones(2), np.array([0.1]), "zero")
-    Phi, Gamma0, Gamma1 = ssm.hold_matrices(A, B, np.array([0.1]), "zero")
+        continuous.hold_matrices(A, np.ones(2), np.array([0.1]), "zero")
+    Phi, Gamma0, Gamma1 = continuous.hold_matrices(A, B, np.array([0.1]), "zero")
     assert Gamma1 is None and np.allclose(Phi[0], np.exp(-0.1) * np.eye(2))
     assert np.allclose(Gamma0[0, :, 0], 1 - np.exp(-0.1))

@@ -8,12 +8,11 @@ S5's blocks.
 
 Random draws use ``jax.random`` with the key passed in (same key, same draw); HiPPO-N's
 eigenvalues come from :mod:`annotated_ssm.hippo`. The explorers' faster, padded versions of
-these numbers live in :mod:`annotated_ssm.explorer_numerics`.
+these numbers live in :mod:`annotated_ssm.book.explorer_numerics`.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -23,7 +22,7 @@ import scipy.linalg
 
 from ._validation import (check_bool, check_choice, check_positive_int, check_step_bounds,
                           is_real_number)
-from .hippo import dplr_legs
+from .hippo import dplr_legs, legs_eigenvalues
 
 __all__ = [
     "log_step",
@@ -66,17 +65,6 @@ DIAGONAL_ABLATIONS = {
     "random real": ("inv", {"random_real": True}),
     "random real and imaginary": ("inv", {"random_real": True, "random_imag": True}),
 }
-
-
-@functools.lru_cache(maxsize=16)
-def _legs_imag(N: int) -> np.ndarray:
-    """The N/2 positive μ with -1/2 + iμ an eigenvalue of HiPPO-N, decreasing (read-only):
-    from the Hermitian eigensolver of :func:`annotated_ssm.hippo.dplr_legs` (O(N³)), cached
-    per N. The explorers, which go to N = 2048, use an O(N²) root finder instead
-    (:func:`annotated_ssm.explorer_numerics.legs_eigenvalues`, equal to 1e-10 relative)."""
-    mu = dplr_legs(N)[0][: N // 2].imag.copy()
-    mu.setflags(write=False)
-    return mu
 
 
 def _uniform(key: jax.Array, size: int) -> np.ndarray:
@@ -177,7 +165,7 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     else:
         n = np.arange(half, dtype=np.float64)
     if name == "legs":
-        imag = _legs_imag(N).copy()
+        imag = legs_eigenvalues(N).imag
     elif name == "inv":
         imag = N / np.pi * (N / (2 * n + 1) - 1)
     elif name == "lin":

@@ -1,28 +1,32 @@
 """The numbers the explorers and chapter 6's Figure 3 show, computed fast enough to redraw.
 
-    legs_eigenvalues, legs_eigenvectors   HiPPO-N's eigenpairs in O(N²), for N up to 2048
+    legs_eigenvectors                     HiPPO-N's eigenvectors' weights in O(N²), N <= 2048
     legs_n_basis, legs_exact_basis        S4D-LegS's and S4-LegS's first basis functions
     figure3_data, figure3_errors          Figure 3 of the S4D paper and Theorem 3's errors
     diagonal_kernel                       one diagonal initialisation, discretised (S4D explorer)
-    s5_init_system                        one S5 initialisation, discretised (S5 explorer)
+    s5_responses                          the S5 layer's initialisation, discretised, and its
+                                          impulse responses (S5 explorer)
     gated_s6_layer, selective_responses   a hand-set S6 layer and its input-dependent
                                           impulse responses (selective explorer, chapter 9)
 
 An explorer redraws whenever a control moves, so its numbers must cost milliseconds. Three
 devices make them so, and they are why this module is apart from the layers' own
-initialisations (:mod:`annotated_ssm.init`):
+initialisations (:mod:`annotated_ssm.initialization`):
 
 - padding: states are padded with zero-weight slots to a fixed count, so that one compiled
   kernel serves every N (``FIGURE3_SLOTS``, ``DIAGONAL_KERNEL_SLOTS``, ``S5_INIT_SLOTS``);
-- closed forms: HiPPO-N's eigenvalues from a scalar root finding and its eigenvectors from
-  a product formula, where the Hermitian eigensolver of :func:`annotated_ssm.hippo.dplr_legs`
-  is O(N³) (seconds at N = 2048); tests check both against ``dplr_legs``;
-- caches and fixed seeds: a setting computed once is not computed again, and the random
-  parts of the S4D and S5 explorers come from fixed NumPy seeds (no compilation per shape).
+- closed forms: HiPPO-N's eigenvalues from the library's root finder
+  (:func:`annotated_ssm.hippo.legs_eigenvalues`) and its eigenvectors from a product formula,
+  where the Hermitian eigensolver of :func:`annotated_ssm.hippo.dplr_legs` is O(N³) (seconds
+  at N = 2048); tests check both against ``dplr_legs``;
+- caches and fixed seeds: a setting computed once is not computed again; the random parts
+  come from fixed seeds (NumPy's for the S4D explorer's C; the library's own
+  ``jax.random`` draws with key 0 for S5, compiled once per state size when the explorer
+  is built).
 
 Everything is float64 NumPy except the S4D explorer's kernel, which is float32 like the
-layers. Drawing is elsewhere: :mod:`annotated_ssm.plotting` and
-:mod:`annotated_ssm.explorer_figures` take these arrays.
+layers. Drawing is elsewhere: :mod:`annotated_ssm.book.plotting` and
+:mod:`annotated_ssm.book.explorer_figures` take these arrays.
 """
 
 from __future__ import annotations
@@ -35,15 +39,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
-from .discretize import discretize_dense, discretize_diagonal
-from .hippo import legs, legs_basis
-from .init import DIAGONAL_INITS, block_hippo_n, diagonal_init, s5_projection
-from .kernels import naive_kernel, vandermonde_kernel
-from .layers.s6 import S6Layer
+from .._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
+from ..discretize import discretize_dense, discretize_diagonal
+from ..hippo import legs, legs_basis, legs_eigenvalues
+from ..initialization import DIAGONAL_INITS, S5Init, diagonal_init, log_step, s5_init
+from ..kernels import naive_kernel, vandermonde_kernel
+from ..layers.s6 import S6Layer
 
 __all__ = [
-    "legs_eigenvalues",
     "legs_eigenvectors",
     "FIGURE3_STEP",
     "FIGURE3_T_MAX",
@@ -59,73 +62,16 @@ __all__ = [
     "DIAGONAL_KERNEL_SLOTS",
     "diagonal_kernel",
     "warm_up_diagonal_kernel",
-    "S5InitSystem",
+    "S5Responses",
     "S5_INIT_SLOTS",
-    "s5_init_system",
+    "s5_responses",
     "gated_s6_layer",
     "SelectiveResponses",
     "selective_responses",
 ]
 
 
-# --- HiPPO-N's eigenpairs without an eigensolver ------------------------------------------
-
-
-@functools.lru_cache(maxsize=16)
-def _legs_imag(N: int) -> np.ndarray:
-    """The N/2 positive μ with -1/2 + iμ an eigenvalue of HiPPO-N, decreasing (read-only).
-
-    HiPPO-N = -I/2 + S with ``S_nk = sign(k - n) p_n p_k``, ``p_j² = j + 1/2``. Writing
-    ``S v = iμ v`` row by row with running sums of ``p_k v_k`` gives the recurrence
-    ``r_{n+1} = r_n (iμ - p_n²)/(iμ + p_n²)`` for the "remaining sum" r, and the last row
-    closes it with ``r_N = -r_0``. Every factor has modulus one, so the condition is on the
-    total angle: μ is an eigenvalue exactly when
-
-        θ(μ) = 2 Σ_j atan(p_j² / μ) = (2m + 1) π   for some integer m.
-
-    θ falls monotonically from Nπ (μ → 0) to 0 (μ → ∞): one root for each m = 0 … N/2 - 1
-    (the largest μ for m = 0). Each root is bracketed by bisection on log μ and polished by
-    Newton steps: O(N²) work for all roots at once.
-    """
-    p2 = np.arange(N) + 0.5
-    target = (2 * np.arange(N // 2) + 1) * np.pi
-
-    def theta(mu):
-        return 2 * np.sum(np.arctan2(p2, mu[:, None]), axis=1)
-
-    def dtheta(mu):
-        return -2 * np.sum(p2 / (p2**2 + mu[:, None] ** 2), axis=1)
-
-    # Every root lies in (1e-3, N²): θ(1e-3) > (N - 1)π and θ(N²) < π.
-    lo = np.full(N // 2, np.log(1e-3))
-    hi = np.full(N // 2, 2 * np.log(float(N)) + 1)
-    for _ in range(30):  # relative bracket width 2^-30 · 20: Newton's basin
-        mid = (lo + hi) / 2
-        root_above = theta(np.exp(mid)) > target
-        lo, hi = np.where(root_above, mid, lo), np.where(root_above, hi, mid)
-    mu = np.exp((lo + hi) / 2)
-    for _ in range(3):  # quadratic convergence: 1e-8 -> 1e-16
-        mu = mu - (theta(mu) - target) / dtheta(mu)
-    mu.setflags(write=False)
-    return mu
-
-
-def legs_eigenvalues(N: int) -> np.ndarray:
-    """The N/2 eigenvalues of HiPPO-N (the normal part of HiPPO-LegS) with Im > 0.
-
-    The values and order of ``hippo.dplr_legs(N)[0][: N // 2]`` (decreasing imaginary
-    part; they agree to 1e-10 relative, a test checks it), from the root finding of
-    ``_legs_imag`` instead of an O(N³) eigensolver; cached per N. The layers' S4D-LegS
-    initialisation (:func:`annotated_ssm.init.diagonal_init`) uses ``dplr_legs`` itself.
-
-    Returns:
-        (N/2,) complex128, every real part exactly -1/2.
-    """
-    N = check_positive_int("N", N, minimum=2)
-    if N % 2:
-        raise ValueError(f"N must be even (eigenvalues come in conjugate pairs, N/2 are kept); "
-                         f"got N={N}.")
-    return -0.5 + 1j * _legs_imag(N)
+# --- HiPPO-N's eigenvectors without an eigensolver ------------------------------------------
 
 
 @functools.lru_cache(maxsize=8)
@@ -143,7 +89,7 @@ def legs_eigenvectors(N: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.nda
     (N, rows); the arrays returned are read-only.
 
     Returns:
-        Lambda: (N/2,) complex128, as :func:`legs_eigenvalues`.
+        Lambda: (N/2,) complex128, as :func:`annotated_ssm.hippo.legs_eigenvalues`.
         B_tilde: (N/2,) complex128, ``V* B`` for LegS's B.
         V_rows: (rows, N/2) complex128, rows 0 … rows-1 of the unit eigenvectors V.
     """
@@ -230,7 +176,7 @@ def legs_exact_basis(L: int, step: float = FIGURE3_STEP,
 
 
 class Figure3Data(NamedTuple):
-    """What :func:`annotated_ssm.plotting.figure3` draws (see :func:`figure3_data`).
+    """What :func:`annotated_ssm.book.plotting.figure3` draws (see :func:`figure3_data`).
 
     t (T,) times ℓΔ; exact (4, T) S4-LegS's closed-form basis; ssm_kernel (4, T) S4-LegS's
     own ZOH kernel / Δ; panels {(N, method): (4, T)} S4D-LegS's basis, one panel each."""
@@ -301,17 +247,11 @@ DIAGONAL_KERNEL_SLOTS = 256  # states are padded to this many: one compiled kern
 
 @functools.lru_cache(maxsize=64)
 def _seeded_init(name: str, N: int, real_part: float, imag_scale: float) -> np.ndarray:
-    """:func:`annotated_ssm.init.diagonal_init` with the fixed key 0, cached per setting.
-    S4D-LegS takes its imaginary parts from :func:`legs_eigenvalues` (O(N²), where the
-    layers' ``dplr_legs`` is O(N³)): the same numbers to 1e-10 relative."""
+    """:func:`annotated_ssm.initialization.diagonal_init` with the fixed key 0, cached per
+    setting (S4D-LegS's eigenvalues come from the O(N²) root finder there, so N = 512 is
+    fast)."""
     if name == "real":
         return diagonal_init("real", N).astype(np.complex128)
-    if name == "legs":
-        if not (np.isfinite(real_part) and real_part < 0 and np.isfinite(imag_scale)
-                and imag_scale >= 0):
-            raise ValueError(f"real_part must be finite and < 0, imag_scale finite and >= 0; "
-                             f"got real_part={real_part}, imag_scale={imag_scale}.")
-        return real_part + 1j * imag_scale * legs_eigenvalues(N).imag
     return diagonal_init(name, N, key=jax.random.key(0), real_part=real_part,
                          imag_scale=imag_scale)
 
@@ -343,7 +283,7 @@ def diagonal_kernel(init: str, N: int, real_part: float, imag_scale: float, disc
     Args:
         init: one of ``DIAGONAL_INITS``.
         N: state size (<= 512, or <= 256 for "real").
-        real_part, imag_scale: as in :func:`annotated_ssm.init.diagonal_init` (ignored for
+        real_part, imag_scale: as in :func:`annotated_ssm.initialization.diagonal_init` (ignored for
             "real").
         discretization: "zoh" or "bilinear".
         step: Δ > 0.
@@ -384,60 +324,57 @@ def warm_up_diagonal_kernel() -> None:
 # --- One S5 initialisation at a glance (the S5 explorer of chapter 7) -------------------
 
 
-class S5InitSystem(NamedTuple):
-    """An initial S5 system, discretised (see :func:`s5_init_system`). Not the layer's
-    :class:`annotated_ssm.layers.s5.S5System` (Λ̄, B̄, C̃ of a trained layer).
+class S5Responses(NamedTuple):
+    """An S5 layer's initial system, discretised (see :func:`s5_responses`).
 
-    Lambda (P',) continuous eigenvalues in block order; step (P',) each state's Δ;
-    Lambda_bar (P',) = exp(ΛΔ); responses (length, H, H): the impulse response K̄[ℓ, out, in]
-    of the real system (2·Re over the kept half of each conjugate pair)."""
+    init: the layer's initialisation (:class:`annotated_ssm.initialization.S5Init`: Λ (P',),
+    B̃ (P', H), C̃ (H, P'), complex64); step (P',) float64 each state's Δ; Lambda_bar (P',)
+    complex128 = exp(ΛΔ); responses (length, H, H) float64: the impulse response
+    K̄[ℓ, out, in] = 2·Re(C̃ diag(Λ̄^ℓ) B̄) of the real system."""
 
-    Lambda: np.ndarray
+    init: S5Init
     step: np.ndarray
     Lambda_bar: np.ndarray
     responses: np.ndarray
 
 
-S5_INIT_SLOTS = 64  # s5_init_system pads the kept states to this many: one compiled discretisation
+S5_INIT_SLOTS = 64  # s5_responses pads the kept states to this many: one compiled discretisation
 
 
-def s5_init_system(d_model: int, state_size: int, blocks: int, step_min: float, step_max: float,
-                   length: int, *, seed: int = 0) -> S5InitSystem:
-    """S5's initialisation, discretised by ZOH, in float64: what the S5 explorer draws.
+def s5_responses(d_model: int, state_size: int, blocks: int, step_min: float, step_max: float,
+                 length: int, *, seed: int = 0) -> S5Responses:
+    """The S5 layer's initialisation for key ``seed``, discretised by ZOH in float64, and its
+    impulse responses: what the S5 explorer draws.
 
-    Λ and V come from :func:`annotated_ssm.init.block_hippo_n` (J = ``blocks`` copies of
-    HiPPO-N); B (P×H) and C (H×P) are real normal draws (variance 1/H, 1/P) projected as in
-    :func:`annotated_ssm.init.s5_init` (``B̃ = V*B``, ``C̃ = CV``); log Δ is uniform on
-    [log step_min, log step_max] per state as in :func:`annotated_ssm.init.log_step`. The
-    draws come from a NumPy generator seeded by ``seed`` (the same for every P: nothing to
-    compile), and the discretisation is padded to ``S5_INIT_SLOTS`` states, so that changing
-    P or J compiles nothing.
+    Λ, B̃ and C̃ are :func:`annotated_ssm.initialization.s5_init`'s (J = ``blocks`` copies of
+    HiPPO-N, B̃ = V*B, C̃ = CV), log Δ per state :func:`annotated_ssm.initialization.log_step`'s.
+    The discretisation is padded to ``S5_INIT_SLOTS`` states, so that changing P or J compiles
+    no discretisation (the draws compile once per state size).
 
     Args:
         d_model: H. state_size: P (P/2 <= S5_INIT_SLOTS). blocks: J, divides P.
         step_min, step_max: the Δ range. length: time steps of the impulse responses.
     """
-    H = check_positive_int("d_model", d_model)
     length = check_positive_int("length", length)
     check_step_bounds(step_min, step_max, np.float64)
-    Lambda, V = block_hippo_n(state_size, blocks)
-    P, kept = V.shape
-    if kept > S5_INIT_SLOTS:
+    if check_positive_int("state_size", state_size) > 2 * S5_INIT_SLOTS:
         raise ValueError(f"state_size must be <= {2 * S5_INIT_SLOTS}; got state_size={state_size}.")
-    rng = np.random.default_rng(seed)
-    B = rng.standard_normal((P, H)) / np.sqrt(H)
-    C = rng.standard_normal((H, P)) / np.sqrt(P)
-    step = np.exp(rng.uniform(np.log(step_min), np.log(step_max), size=kept))
-    B_tilde, C_tilde = s5_projection(V, B, C)  # (P', H), (H, P')
+    key_init, key_step = jax.random.split(jax.random.key(seed))
+    init = s5_init(key_init, d_model, state_size, blocks)
+    Lambda = np.asarray(init.Lambda, np.complex128)
+    kept = len(Lambda)
+    step = np.exp(np.asarray(log_step(key_step, (S5_INIT_SLOTS,), step_min, step_max),
+                             np.float64))[:kept]
     pad = S5_INIT_SLOTS - kept
     with jax.enable_x64(True):
         Lambda_bar, factor = (np.asarray(x)[:kept] for x in discretize_diagonal(
             np.concatenate([Lambda, np.full(pad, -1.0 + 0j)]),
             np.ones(S5_INIT_SLOTS, np.complex128), np.concatenate([step, np.ones(pad)]), "zoh"))
-    B_bar = factor[:, None] * B_tilde  # ZOH: B̄ = (Λ̄ - 1)/Λ · B̃
+    B_bar = factor[:, None] * np.asarray(init.B_tilde, np.complex128)  # ZOH: (Λ̄ - 1)/Λ · B̃
     powers = Lambda_bar[None, :] ** np.arange(length)[:, None]  # (length, P')
+    C_tilde = np.asarray(init.C_tilde, np.complex128)
     responses = 2 * np.einsum("hp,lp,pk->lhk", C_tilde, powers, B_bar).real
-    return S5InitSystem(Lambda, step, Lambda_bar, responses)
+    return S5Responses(init, step, Lambda_bar, responses)
 
 
 # --- Chapter 9: a selective layer, set by hand ----------------------------------------------

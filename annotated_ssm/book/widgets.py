@@ -8,14 +8,14 @@ whenever a control moves. Its display bundle carries two forms of it:
 - ``text/html``: a static explorer for the website, where no kernel runs. The figure is
   rendered, by the same drawing function, for every point of a small grid of the main
   controls, and a few lines of inline JavaScript swap the images
-  (:mod:`annotated_ssm.static_explorer`). The book's configuration tells the HTML builder
+  (:mod:`annotated_ssm.book.static_explorer`). The book's configuration tells the HTML builder
   to skip the widget view, so the site shows this form.
 
 This module only wires controls to functions: the numbers come from the modules of their
 concepts (``hippo``, ``discretize``, ``kernels``, ``ssm``) and, where an explorer needs
 padded, cached or closed-form versions to redraw fast, from
-:mod:`annotated_ssm.explorer_numerics`; the figures come from
-:mod:`annotated_ssm.explorer_figures`.
+:mod:`annotated_ssm.book.explorer_numerics`; the figures come from
+:mod:`annotated_ssm.book.explorer_figures`.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from PIL import Image
 
-from . import explorer_figures, hippo, ssm
-from .discretize import METHODS, discretize
+from .. import continuous, hippo
+from ..discretize import METHODS, discretize
+from ..initialization import DIAGONAL_INITS
+from ..kernels import naive_kernel
+from . import explorer_figures
 from .explorer_numerics import (FIGURE3_SLOTS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel,
-                                gated_s6_layer, legs_exact_basis, legs_n_basis, s5_init_system,
+                                gated_s6_layer, legs_exact_basis, legs_n_basis, s5_responses,
                                 selective_responses, warm_up_diagonal_kernel)
-from .init import DIAGONAL_INITS
-from .kernels import naive_kernel
 from .static_explorer import StaticControl, StaticFrames, static_html
 
 __all__ = [
@@ -151,7 +152,7 @@ class Explorer:
     Args:
         draw: returns a matplotlib Figure showing the controls' values (keyword arguments
             named like the keys of ``controls``). The explorers of this module return one
-            figure that they update in place (:mod:`annotated_ssm.explorer_figures`), so its
+            figure that they update in place (:mod:`annotated_ssm.book.explorer_figures`), so its
             image must depend on the values only, not on the values drawn before; a new
             pyplot figure per call works too (it is closed once rendered).
         controls: name -> ipywidgets control (anything with ``value``, ``description`` and
@@ -222,7 +223,7 @@ class Explorer:
         self.image.value = self.render()
 
     def frames(self) -> StaticFrames:
-        """The static page's data (:class:`~annotated_ssm.static_explorer.StaticFrames`),
+        """The static page's data (:class:`~annotated_ssm.book.static_explorer.StaticFrames`),
         drawn at the first values of the controls, whatever the live widget shows now."""
         names = list(self.grid)
         controls = []
@@ -303,8 +304,8 @@ def eigenvalue_explorer(real: float = -0.5, imag: float = 3.0, states: int = 4,
     def draw(real, imag, states):
         eigenvalues = real + 1j * imag * np.arange(states)
         A, B, C = np.diag(eigenvalues), np.ones(states), np.ones(states)
-        return figure.update(eigenvalues, t, ssm.impulse_response(A, B, C, t),
-                             ssm.basis_functions(A, B, t))
+        return figure.update(eigenvalues, t, continuous.impulse_response(A, B, C, t),
+                             continuous.basis_functions(A, B, t))
 
     # Redraw when a slider is released, not at every pixel of a drag (queued redraws would
     # make the sliders lag).
@@ -374,7 +375,7 @@ def discretization_explorer(Lambda, B, C, *, duration: float = 8.0) -> Explorer:
     """
     Lambda, B, C = (np.asarray(a, dtype=np.complex128) for a in (Lambda, B, C))
     t = np.linspace(0, duration, 600)
-    K = 2 * ssm.impulse_response(np.diag(Lambda), B, C, t).real
+    K = 2 * continuous.impulse_response(np.diag(Lambda), B, C, t).real
     figure = explorer_figures.DiscretizationFigure()
 
     def draw(log10_step, method):
@@ -406,7 +407,7 @@ def s4d_explorer(init: str = "legs", N: int = 64, real_part: float = -0.5, imag_
                  discretization: str = "zoh", step: float = 0.01) -> Explorer:
     """The eigenvalue explorer of chapter 6: initialisation, N, real part, imaginary scale,
     discretisation and Δ -> eigenvalues Ā in the unit disc, basis functions, and the kernel
-    for a fixed random C (:func:`annotated_ssm.explorer_numerics.diagonal_kernel`)."""
+    for a fixed random C (:func:`annotated_ssm.book.explorer_numerics.diagonal_kernel`)."""
     figure = explorer_figures.S4DFigure()
 
     def draw(init, N, real_part, imag_scale, discretization, log10_step):
@@ -466,14 +467,15 @@ def figure3_explorer(N: int = 256, discretization: str = "zoh") -> Explorer:
 
 def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 2))) -> Explorer:
     """S5's initialisation: choose P, J and the Δ range; see Λ, each state's timescale and a
-    few impulse responses K̄[out, in] (:func:`annotated_ssm.explorer_numerics.s5_init_system`,
-    fixed seed)."""
+    few impulse responses K̄[out, in] of the layer's initialisation with key 0
+    (:func:`annotated_ssm.book.explorer_numerics.s5_responses`)."""
     figure = explorer_figures.S5Figure([f"out {o} ← in {i}" for o, i in pairs])
     outputs, inputs = np.array(pairs).T
 
     def draw(P, J, log10_step):
-        system = s5_init_system(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
-        return figure.update(system.Lambda, system.step, system.Lambda_bar,
+        system = s5_responses(d_model, P, J, 10.0 ** log10_step[0], 10.0 ** log10_step[1], length)
+        return figure.update(np.asarray(system.init.Lambda, np.complex128), system.step,
+                             system.Lambda_bar,
                              system.responses[:, outputs, inputs].T, blocks=J,
                              title=f"P = {P}, J = {J} blocks of HiPPO-N of size {P // J}")
 
@@ -485,6 +487,8 @@ def s5_explorer(d_model: int = 3, length: int = 200, pairs=((0, 0), (1, 0), (0, 
     }
     grid = {"P": [16, 32, 64], "J": [1, 2, 4, 8],
             "log10_step": [(-4.0, -2.0), (-3.0, -1.0), (-2.0, 0.0)]}
+    for P in controls["P"].options:  # compile the layer's draws for every P now, not on a move
+        s5_responses(d_model, P, 1, 1e-3, 1e-1, 1)
     return Explorer(draw, controls,
                     "S5 explorer: P, J and the Δ range -> eigenvalues and impulse responses",
                     grid=grid)
@@ -498,9 +502,9 @@ def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
     """A selective layer on one input: choose which token is gated and how strongly, and
     see the step Δ every token chose and the time-varying impulse responses K[t, s].
 
-    The layer is :func:`annotated_ssm.explorer_numerics.gated_s6_layer` (inputs: content,
+    The layer is :func:`annotated_ssm.book.explorer_numerics.gated_s6_layer` (inputs: content,
     gate, 1); the contents are seeded normal draws, every gate is 0 (the base step) except
-    the chosen token's. Numbers from :func:`annotated_ssm.explorer_numerics.
+    the chosen token's. Numbers from :func:`annotated_ssm.book.explorer_numerics.
     selective_responses`; the input's shape never changes, so nothing is compiled again.
     """
     layer = gated_s6_layer()

@@ -4,7 +4,7 @@
 This module only draws: every function takes the arrays it shows, computed by the modules
 of their concepts (``ssm``, ``hippo``, ``init``, ``kernels``, ``explorer_numerics``); a
 chapter's cell computes, then draws. The explorers' figures live in
-:mod:`annotated_ssm.explorer_figures`; both use ``PAGE_STYLE`` for figures that must stay
+:mod:`annotated_ssm.book.explorer_figures`; both use ``PAGE_STYLE`` for figures that must stay
 legible on a phone.
 """
 
@@ -359,7 +359,7 @@ def figure3(t, exact, ssm_kernel, panels: dict):
     """The S4D paper's Figure 3 at the page's width: (a) S4-LegS exact (closed form) with its
     own SSM kernel dotted on top; then one panel (b), (c), … per S4D-LegS basis. One legend
     above the panels. The arrays come from
-    :func:`annotated_ssm.explorer_numerics.figure3_data` (``plotting.figure3(*data)``).
+    :func:`annotated_ssm.book.explorer_numerics.figure3_data` (``plotting.figure3(*data)``).
 
     Args:
         t: (T,) times.

@@ -1,10 +1,10 @@
-"""annotated_ssm.memory: XLA's planned temporaries of a layer (compiled, never run)."""
+"""annotated_ssm.book.compiled_memory: XLA's planned temporaries of a layer (compiled, not run)."""
 
 import pytest
 from flax import nnx
 
 from annotated_ssm.layers import S4DLayer, S6Layer
-from annotated_ssm.memory import planned_temp_bytes
+from annotated_ssm.book.compiled_memory import planned_temp_bytes
 
 
 def test_the_scan_plans_its_states_and_the_convolution_does_not():

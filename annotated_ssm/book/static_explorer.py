@@ -12,7 +12,7 @@ shown disabled there, as the live widget disables it: the page's data lists, for
 point, which controls are disabled, and the script enables and disables them as the
 reader moves the others.
 
-This module only writes that HTML; :mod:`annotated_ssm.widgets` renders the frames. The
+This module only writes that HTML; :mod:`annotated_ssm.book.widgets` renders the frames. The
 output is deterministic (same images, same bytes), and every image is a
 ``data:image/...;base64,`` string, which a test comparing outputs can mask with one regular
 expression.

@@ -11,14 +11,14 @@ its arguments alone (never from matplotlib's autoscaling of what was drawn befor
 image for given values is the same whatever values came before, so the live widget and
 the website's precomputed frames agree (tests/test_widgets.py checks it byte for byte).
 
-The figures are :data:`~annotated_ssm.plotting.PAGE_WIDTH` inches wide at 100 dpi (the
-book's text column) in :func:`~annotated_ssm.plotting.page_style`, so the text stays
+The figures are :data:`~annotated_ssm.book.plotting.PAGE_WIDTH` inches wide at 100 dpi (the
+book's text column) in :func:`~annotated_ssm.book.plotting.page_style`, so the text stays
 legible when a phone shrinks the figure to its width. The axes are placed with fixed
 margins instead of ``tight_layout``: the sizes and fonts never change, and ``tight_layout``
 would draw every figure twice.
 
 This module only draws: the numbers come from the modules of their concepts and
-:mod:`annotated_ssm.explorer_numerics`; :mod:`annotated_ssm.widgets` wires the controls.
+:mod:`annotated_ssm.book.explorer_numerics`; :mod:`annotated_ssm.book.widgets` wires the controls.
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ class S4DFigure:
         Args:
             A, A_bar: (M,) continuous and discrete eigenvalues (A is not drawn: the argument
                 keeps the order of
-                :class:`annotated_ssm.explorer_numerics.DiagonalKernel`).
+                :class:`annotated_ssm.book.explorer_numerics.DiagonalKernel`).
             basis: (4, L); kernel: (L,); step: Δ; title: the figure's title.
 
         Returns:
@@ -426,7 +426,7 @@ class S5Figure:
             step: (P',) the timescale Δ of each state.
             Lambda_bar: (P',) discrete eigenvalues exp(ΛΔ) (not drawn: the timescales show
                 them; the argument keeps the order of
-                :class:`annotated_ssm.explorer_numerics.S5InitSystem`).
+                :class:`annotated_ssm.book.explorer_numerics.S5Responses`).
             responses: (R, T) the impulse responses, in the order of the labels.
             blocks: J, used to colour the eigenvalues by block.
             title: the figure's title.
@@ -511,7 +511,7 @@ class SelectiveFigure:
 
         Args:
             step: (L,) Δ_ℓ of the channel.
-            responses: (L, L) K[t, s] (:func:`annotated_ssm.explorer_numerics.
+            responses: (L, L) K[t, s] (:func:`annotated_ssm.book.explorer_numerics.
                 selective_responses`), zero for s > t.
             position: the gated token's position (drawn in black, marked by a dotted line).
             title: the figure's title.

@@ -2,7 +2,7 @@
 
 They live once, here, so the chapters agree on what "error" means and how a check reads:
 
-    from annotated_ssm.display import check, relative_error, show_source, use_book_style
+    from annotated_ssm.book.display import check, relative_error, show_source, use_book_style
     use_book_style()
     check("kernel vs naive, float32", relative_error(K, K_naive), 1e-5)
     # kernel vs naive, float32: relative error 3.1e-07 <= 1e-05
