@@ -72,10 +72,10 @@ def test_batched_and_single_sequences(name):
 def test_shared_parameters(name):
     layer = make(name)
     assert layer.d_model == H and layer.state_size == N and layer.bidirectional is False
-    assert isinstance(layer.log_step, SSMParam)
+    assert isinstance(layer.log_step_size, SSMParam)
     assert layer.D.shape == (H,)
     step = np.asarray(layer.step_sizes())
-    np.testing.assert_allclose(step, np.exp(np.asarray(layer.log_step[...])), rtol=1e-6)
+    np.testing.assert_allclose(step, np.exp(np.asarray(layer.log_step_size[...])), rtol=1e-6)
     assert np.all((step >= 1e-3 * (1 - 1e-6)) & (step <= 1e-1 * (1 + 1e-6)))
 
 
