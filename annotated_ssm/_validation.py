@@ -82,8 +82,9 @@ def cast_positive_finite(name: str, x: Any, dtype) -> jax.Array:
     got = f"{before}" if not np.isfinite(before) or before <= 0 else (
         f"{before} (which is {after} in {np.dtype(dtype).name}, the dtype it is computed in)")
     where = f" at index {tuple(int(i) for i in first)}" if first else ""
-    raise ValueError(f"{name} must be finite and > 0 in {np.dtype(dtype).name}; got {got}{where}, "
-                     f"the first of {int(bad.sum())} such entr{'y' if bad.sum() == 1 else 'ies'}.")
+    count = int(bad.sum())
+    more = f", the first of {count} such entries" if count > 1 else ""
+    raise ValueError(f"{name} must be finite and > 0 in {np.dtype(dtype).name}; got {got}{where}{more}.")
 
 
 def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> None:

@@ -410,7 +410,8 @@ class SSMLayer(nnx.Module):
         leaves, structure = jax.tree.flatten(system)
         made_by = "system must be this layer's discrete system (made by its discrete_system)"
         if structure != jax.tree.structure(expected) or not all(hasattr(x, "shape") for x in leaves):
-            raise TypeError(f"{made_by}, a {type(expected).__name__}; got {type(system).__name__} "
+            kind = "jax.Array" if isinstance(expected, jax.ShapeDtypeStruct) else type(expected).__name__
+            raise TypeError(f"{made_by}, of type {kind}; got {type(system).__name__} "
                             f"{_abbreviated(system)}.")
         got = [tuple(x.shape) for x in leaves]
         shapes = [e.shape for e in jax.tree.leaves(expected)]

@@ -131,7 +131,7 @@ class S4Layer(ConvolutionalSSMLayer):
         self._init_log_step_size(rngs, (H,))
         c_shape = ((2,) if self.bidirectional else ()) + (H, M, 2)
         # Complex C̃ with E|C̃_n|² = 1: each part has variance 1/2.
-        self.C_tilde = nnx.Param(jax.random.normal(rngs.params(), c_shape, jnp.float32) * np.sqrt(0.5))
+        self.C_tilde = nnx.Param(jax.random.normal(rngs.params(), c_shape, jnp.float32) * np.float32(np.sqrt(0.5)))
         self._init_skip(rngs)
 
     # --- the continuous parameters as complex arrays ------------------------------------

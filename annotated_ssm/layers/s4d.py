@@ -124,7 +124,7 @@ class S4DLayer(ConvolutionalSSMLayer):
         self._init_log_step_size(rngs, (H,))
         C_shape = (2, H, M) if self.bidirectional else (H, M)
         # Complex normal with E|C|² = 1: real and imaginary parts each N(0, 1/2).
-        C = jax.random.normal(rngs.params(), C_shape + (2,), jnp.float32) * np.sqrt(0.5)
+        C = jax.random.normal(rngs.params(), C_shape + (2,), jnp.float32) * np.float32(np.sqrt(0.5))
         self.C = nnx.Param(C)
         self._init_skip(rngs)
 
