@@ -31,8 +31,8 @@ then checks it. A complete layer (N real states per channel, A = -(1, …, N), Z
             self._init_contract(d_model, state_size, bidirectional=bidirectional,
                                 step_min=step_min, step_max=step_max, rngs=rngs)
             self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
-            C = jax.random.normal(rngs.params(), (d_model, self.state_size))
-            self.C = nnx.Param(C / np.sqrt(self.state_size))
+            C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
+            self.C = nnx.Param(C * self.state_size ** -0.5)
             self._init_skip(rngs)  # D
 
         def _discrete_system(self, length, dtype, step_sizes=None):
@@ -396,7 +396,7 @@ class SSMLayer(nnx.Module):
             raise ValueError(f"{made_by}; got {found}.")
         allowed = [[x.dtype for x in jax.tree.leaves(_abstract(self, "_init_state", batch_shape, d))]
                    for d in (jnp.float32, default_float_dtype())]
-        dtypes = [np.result_type(x) for x in leaves]
+        dtypes = [np.dtype(x.dtype) if hasattr(x, "dtype") else np.result_type(x) for x in leaves]
         if dtypes not in allowed:
             spelled = " or ".join(dict.fromkeys(str([str(d) for d in a]) for a in allowed))
             raise ValueError(f"{made_by}; got dtypes {[str(d) for d in dtypes]}, expected {spelled}.")
