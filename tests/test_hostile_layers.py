@@ -40,8 +40,8 @@ def name(request):
 
 
 @pytest.mark.parametrize(("option", "value", "became"), [
-    ("step_min", 1e-50, r"\(0 in float32\)"),  # was: NaN log_step
-    ("step_max", 1e39, r"\(inf in float32\)"),  # was: NaN log_step
+    ("step_min", 1e-50, r"\(0 in float32\)"),  # was: a NaN log step size
+    ("step_max", 1e39, r"\(inf in float32\)"),  # was: a NaN log step size
     ("step_min", 1e-40, r"\(9\.99995e-41 in float32, subnormal\)"),  # 2/Δ overflows in S4
 ])
 def test_step_bounds_are_checked_in_float32(name, option, value, became):

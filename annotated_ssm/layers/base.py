@@ -19,9 +19,9 @@ initial value); ``step()`` advances the recurrence by one time step. ``step_size
 to a call is the step size of each observation of an irregularly sampled sequence, in
 units of the training interval (None: regular). A layer whose recurrence can vary in time
 sets ``takes_step_sizes = True`` and receives it as an array broadcastable to
-u.shape[:-1] (scalar in ``_discrete_system``); other layers reject it. A convolutional layer derives from
-:class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)`` instead of
-``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
+u.shape[:-1] (scalar in ``_discrete_system``); other layers reject it. A convolutional
+layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)``
+instead of ``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
 ``tests/test_layer_contract.py`` builds and checks::
 
@@ -78,11 +78,12 @@ dtypes (:func:`annotated_ssm._validation.computation_dtypes`)
     ``jax_enable_x64``); bfloat16 and float16 are computed in float32 and returned in their
     dtype; integers and bools are computed and returned in the default float dtype; complex
     input is a ValueError. ``discrete_system``, ``init_state`` and ``kernel`` take
-    ``dtype=``: a floating dtype (float16, bfloat16, float32, float64; ``init_state`` of a
-    layer with complex states also the matching complex64/complex128), anything else a
-    ValueError; default the default float dtype (float32, float64 under x64). It follows
-    the same rule: ``kernel`` is computed in float32 for the 16-bit dtypes and returned in
-    the dtype asked for; a system and a state are in the computation dtype.
+    ``dtype=``, a floating dtype (float16, bfloat16, float32, float64; for ``init_state`` of
+    a layer with complex states also complex64/complex128), anything else is a ValueError;
+    the default is the default float dtype (float32, float64 under x64). The same policy
+    applies: 16-bit dtypes are computed in float32, a kernel is returned in the dtype asked
+    for, a system and a state are in the computation dtype. Parameters are stored in
+    float32 and cast to the computation dtype.
 Values
     A NaN or inf in the input is a ValueError naming its first position, checked after the
     cast to the dtype it is computed in (1e39 is inf in float32); so are ``step_sizes``
