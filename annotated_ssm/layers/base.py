@@ -395,9 +395,11 @@ class SSMLayer(nnx.Module):
             else:
                 found = f"a {type(state).__name__} of another structure"
             raise ValueError(f"{made_by}; got {found}.")
-        allowed = [[x.dtype for x in jax.tree.leaves(_abstract(self, "_init_state", batch_shape, d))]
-                   for d in (jnp.float32, default_float_dtype())]
         dtypes = [np.dtype(x.dtype) if hasattr(x, "dtype") else np.result_type(x) for x in leaves]
+        allowed = [[x.dtype for x in jax.tree.leaves(expected)]]
+        if dtypes != allowed[0]:  # the other precision is allowed too
+            allowed = [[x.dtype for x in jax.tree.leaves(_abstract(self, "_init_state", batch_shape, d))]
+                       for d in (jnp.float32, default_float_dtype())]
         if dtypes not in allowed:
             spelled = " or ".join(dict.fromkeys(str([str(d) for d in a]) for a in allowed))
             raise ValueError(f"{made_by}; got dtypes {[str(d) for d in dtypes]}, expected {spelled}.")
