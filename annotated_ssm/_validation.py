@@ -47,13 +47,44 @@ def check_positive_finite(name: str, x: Any) -> None:
     if np.iscomplexobj(x):
         raise ValueError(
             f"{name} must be real, finite and > 0; got a complex array (dtype {np.result_type(x)}). "
-            f"Pass the real step sizes (e.g. jnp.real or exp of a real log-step)."
+            f"Pass the real step sizes (e.g. jnp.real or exp of a real log step size)."
         )
     if isinstance(x, jax.Array) and _all_on_device(lambda v: v > 0, x):
         return
     values = np.asarray(x)
     if not np.all(values > 0):
         raise ValueError(f"{name} must be real, finite and > 0; got {values.min()} (its smallest entry).")
+
+
+def cast_positive_finite(name: str, x: Any, dtype) -> jax.Array:
+    """``x`` as a jax.Array of real ``dtype``, after checking that every entry is finite and
+    > 0 *in that dtype* (1e39 is inf in float32 and 1e-50 is 0): ValueError naming the first
+    entry that is not, with its value before the cast. Tracers are cast unchecked."""
+    if np.iscomplexobj(x):
+        check_positive_finite(name, x)  # the message for complex input
+    if isinstance(x, jax.Array):  # on its device, or a tracer
+        cast = x.astype(dtype)
+        if not is_concrete(cast) or _all_on_device(lambda v: jax.numpy.isfinite(v) & (v > 0), cast):
+            return cast
+        cast_values, host = np.asarray(cast), np.asarray(x)
+    else:
+        host = np.asarray(x)
+        if host.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be real numbers, finite and > 0; got dtype {host.dtype}.")
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            cast_values = host.astype(dtype)
+        cast = cast_values
+    bad = ~(np.isfinite(cast_values) & (cast_values > 0))
+    if not bad.any():
+        return jax.numpy.asarray(cast)
+    first = tuple(np.argwhere(bad)[0])
+    before, after = host[first], cast_values[first]
+    got = f"{before}" if not np.isfinite(before) or before <= 0 else (
+        f"{before} (which is {after} in {np.dtype(dtype).name}, the dtype it is computed in)")
+    where = f" at index {tuple(int(i) for i in first)}" if first else ""
+    count = int(bad.sum())
+    more = f", the first of {count} such entries" if count > 1 else ""
+    raise ValueError(f"{name} must be finite and > 0 in {np.dtype(dtype).name}; got {got}{where}{more}.")
 
 
 def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> None:
@@ -184,6 +215,10 @@ def check_batch_shape(name: str, batch_shape: Any) -> tuple[int, ...]:
     return tuple(int(n) for n in entries)
 
 
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+COMPLEX_DTYPES = ("complex64", "complex128")
+
+
 def default_float_dtype() -> np.dtype:
     """float32, or float64 when ``jax_enable_x64`` is on: the dtype of ``jnp.asarray(1.0)``."""
     return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
@@ -202,17 +237,42 @@ def computation_dtypes(name: str, x: Any) -> tuple[np.dtype, np.dtype]:
     Without ``jax_enable_x64``, float64 is float32 in JAX, so float64 input gives float32.
     """
     dtype = np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
-    if dtype in (np.dtype(np.float32), np.dtype(np.float64)):
-        dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
-        return dtype, dtype
-    if dtype in (np.dtype(jax.numpy.bfloat16), np.dtype(np.float16)):
-        return np.dtype(np.float32), dtype
+    if dtype.name in FLOAT_DTYPES:
+        return float_computation_dtypes(dtype)
     if dtype == np.dtype(bool) or np.issubdtype(dtype, np.integer):
         return default_float_dtype(), default_float_dtype()
     raise ValueError(
         f"{name} must be real (float, integer or bool); got dtype {dtype}. "
         f"For complex data, pass the real and imaginary parts as separate channels."
     )
+
+
+def float_computation_dtypes(dtype) -> tuple[np.dtype, np.dtype]:
+    """(dtype to compute in, dtype to return) for a floating ``dtype``: float32 and float64
+    as themselves (float64 is float32 without ``jax_enable_x64``); bfloat16 and float16 are
+    computed in float32 and returned in their dtype."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+        return dtype, dtype
+    if dtype in (np.dtype(jax.numpy.bfloat16), np.dtype(np.float16)):
+        return np.dtype(np.float32), dtype
+    raise ValueError(f"dtype must be float16, bfloat16, float32 or float64; got {dtype}.")
+
+
+def check_float_dtype(name: str, dtype: Any, *, complex_allowed: bool = False) -> np.dtype:
+    """Return ``dtype`` as a NumPy dtype; ValueError unless it is a floating dtype (or, with
+    ``complex_allowed``, complex64/complex128). An integer or bool computation dtype would
+    truncate parameters silently (A = -(1, 2, 3, 4) in int32 after exp and log)."""
+    allowed = FLOAT_DTYPES + (COMPLEX_DTYPES if complex_allowed else ())
+    try:
+        resolved = None if dtype is None else np.dtype(jax.numpy.dtype(dtype))
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved.name not in allowed:
+        got = f"dtype {resolved.name}" if resolved is not None else f"{dtype!r}, which is not a dtype"
+        raise ValueError(f"{name} must be a floating dtype ({', '.join(allowed)}); got {got}.")
+    return resolved
 
 
 def check_finite_at(name: str, x: Any, axis_names: tuple[str, ...], *,

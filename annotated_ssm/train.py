@@ -182,7 +182,7 @@ def ssm_labels(model: nnx.Module):
     """A function params → pytree of labels, "ssm" for ``SSMParam`` leaves, "default" else.
 
     The optimiser sees the parameters as a pytree whose paths start with the attribute path
-    of each variable in the model (e.g. ``blocks/0/ssm/log_step``); we label a leaf "ssm"
+    of each variable in the model (e.g. ``blocks/0/ssm/log_step_size``); we label a leaf "ssm"
     when its path starts with the path of an ``SSMParam``.
     """
     ssm_paths = {tuple(path) for path, _ in nnx.to_flat_state(nnx.state(model, SSMParam))}

@@ -76,14 +76,14 @@ def _binary_operator(left, right):
     return a_r * a_l, a_r * b_l + b_r
 
 
-def plain_s5(Lambda, B, C, log_step, D, u):
+def plain_s5(Lambda, B, C, log_step_size, D, u):
     """S5 as the reference implementation writes it: Λ, B̃, C̃ as (real, imag) pairs,
     B̄ = (Λ̄ - 1)/Λ · B̃, complex B̄u for every step, associative scan, 2 Re(C̃ x) + D u."""
     Lambda = Lambda[..., 0] + 1j * Lambda[..., 1]
     B = B[..., 0] + 1j * B[..., 1]
     C = C[..., 0] + 1j * C[..., 1]
     Lambda = jax.lax.complex(jnp.minimum(Lambda.real, -1e-4), Lambda.imag)
-    Lambda_bar = jnp.exp(Lambda * jnp.exp(log_step))
+    Lambda_bar = jnp.exp(Lambda * jnp.exp(log_step_size))
     B_bar = ((Lambda_bar - 1) / Lambda)[:, None] * B
     Bu = jax.vmap(lambda u_t: B_bar @ u_t.astype(B_bar.dtype))(u)  # (L, P)
     a = jnp.broadcast_to(Lambda_bar, Bu.shape)
@@ -219,7 +219,7 @@ def cmd_ratios(args):
 
         def baseline(params, u):
             return plain_s5(params["Lambda"][...], params["B_tilde"][...], params["C_tilde"][...],
-                            params["log_step"][...], params["D"][...], u)
+                            params["log_step_size"][...], params["D"][...], u)
 
         compare("s5", project, baseline, (params, u), (params, u), 0, args.repeats)
 

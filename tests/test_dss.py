@@ -262,7 +262,7 @@ def test_skew_hippo_initialisation():
     expected = hippo.dplr_legs(64)[0][:32]
     assert np.max(np.abs(lam - expected)) < 1e-4 * np.max(np.abs(expected))
     assert np.all(lam.imag > 0) and np.allclose(lam.real, -0.5)
-    # exp variant: same spectrum, through λ = -exp(Lambda_re) + i Lambda_im.
+    # exp variant: same spectrum, through λ = -exp(log_Lambda_real) + i Lambda_imag.
     lam_exp = np.asarray(DSSLayer(3, 64, rngs=nnx.Rngs(0), variant="exp").eigenvalues())
     assert np.max(np.abs(lam_exp - expected)) < 1e-4 * np.max(np.abs(expected))
     np.testing.assert_array_equal(lam, diagonal_init("legs", 64).astype(np.complex64))
@@ -273,7 +273,7 @@ def test_skew_hippo_initialisation():
 
 def test_exp_variant_keeps_real_part_negative():
     layer = DSSLayer(2, 8, rngs=nnx.Rngs(0), variant="exp")
-    layer.Lambda_re[...] = jnp.full(4, 30.0)  # any value of the parameter
+    layer.log_Lambda_real[...] = jnp.full(4, 30.0)  # any value of the parameter
     assert np.all(np.real(layer.eigenvalues()) < 0)
     assert np.all(np.isfinite(layer.kernel(512)))
 
@@ -296,8 +296,8 @@ def test_recurrent_view_reproduces_convolution(variant):
     if variant == "softmax":
         # half the states with Re(λ) = +5: the plain recurrence x ← e^{λΔ}x + u would
         # reach e^{5·0.1·600} = e^{300} and overflow float32; the rescaled one must not.
-        layer.Lambda_re[...] = layer.Lambda_re[...].at[::2].set(5.0)
-        layer.log_step[...] = layer.log_step[...].at[0].set(jnp.log(0.1))
+        layer.Lambda_real[...] = layer.Lambda_real[...].at[::2].set(5.0)
+        layer.log_step_size[...] = layer.log_step_size[...].at[0].set(jnp.log(0.1))
     u = jax.random.normal(jax.random.key(1), (2, 600, 4))
     y = layer(u)
     y_rec = layer.recurrent(u)
@@ -332,7 +332,7 @@ def test_bidirectional_layer():
 def test_layer_gradients_are_finite_under_jit(variant):
     layer = DSSLayer(2, 8, rngs=nnx.Rngs(5), variant=variant)
     if variant == "softmax":
-        layer.Lambda_re[...] = jnp.full(4, 5.0)
+        layer.Lambda_real[...] = jnp.full(4, 5.0)
     u = jax.random.normal(jax.random.key(4), (300, 2))
 
     @nnx.jit

@@ -40,8 +40,8 @@ def name(request):
 
 
 @pytest.mark.parametrize(("option", "value", "became"), [
-    ("step_min", 1e-50, r"\(0 in float32\)"),  # was: NaN log_step
-    ("step_max", 1e39, r"\(inf in float32\)"),  # was: NaN log_step
+    ("step_min", 1e-50, r"\(0 in float32\)"),  # was: a NaN log step size
+    ("step_max", 1e39, r"\(inf in float32\)"),  # was: a NaN log step size
     ("step_min", 1e-40, r"\(9\.99995e-41 in float32, subnormal\)"),  # 2/Δ overflows in S4
 ])
 def test_step_bounds_are_checked_in_float32(name, option, value, became):
@@ -189,3 +189,140 @@ def test_float32_recurrence_matches_convolution_at_small_steps(name, step):
     layer = get_layer(name)(H, 64, step_min=step, step_max=step, rngs=nnx.Rngs(0))
     u = jax.random.normal(jax.random.key(3), (2, 16, H))
     assert relative_error(layer.recurrent(u), layer(u)) < 1e-5
+
+
+# --- dtype= of discrete_system, init_state and kernel: floating dtypes only ---------------------
+
+
+NOT_FLOATING = [("int32", "dtype int32"), (bool, "dtype bool"), ("uint8", "dtype uint8"),
+                ("foo", "'foo', which is not a dtype")]
+
+
+@pytest.mark.parametrize(("dtype", "spelled"), NOT_FLOATING)
+def test_dtype_arguments_must_be_floating(name, dtype, spelled):
+    """An integer dtype truncated S6's A = -(1, 2, 3, 4) to -(1, 1, e, e) and step() went on
+    with it; the other layers raised a JAX TypeError from deep inside."""
+    layer = make(name)
+    allowed = r"must be a floating dtype \(float16, bfloat16, float32, float64"
+    got = rf"got {re.escape(spelled)}\."
+    with pytest.raises(ValueError, match=rf"dtype {allowed}\); {got}"):
+        layer.discrete_system(6, dtype=dtype)
+    with pytest.raises(ValueError, match=rf"dtype {allowed}.*\); {got}"):
+        layer.init_state(2, dtype=dtype)
+    if hasattr(layer, "kernel"):
+        with pytest.raises(ValueError, match=rf"dtype {allowed}\); {got}"):
+            layer.kernel(6, dtype=dtype)
+
+
+def test_complex_dtype_only_where_the_state_is_complex(name):
+    layer = make(name)
+    complex_state = any(jnp.iscomplexobj(x) for x in jax.tree.leaves(layer.init_state()))
+    with pytest.raises(ValueError, match=r"dtype must be a floating dtype .*got dtype complex64"):
+        layer.discrete_system(6, dtype=jnp.complex64)
+    if complex_state:  # the matching complex dtype names the state's dtype directly
+        state = layer.init_state(2, dtype=jnp.complex64)
+        expected = layer.init_state(2, dtype=jnp.float32)
+        assert [x.dtype for x in jax.tree.leaves(state)] == [x.dtype for x in jax.tree.leaves(expected)]
+    else:
+        with pytest.raises(ValueError, match=r"float64\); got dtype complex64"):
+            layer.init_state(2, dtype=jnp.complex64)
+
+
+def test_s6_system_in_a_floating_dtype_holds_the_exact_eigenvalues():
+    layer = make("s6")
+    expected = -np.arange(1, N + 1, dtype=np.float64)
+    for dtype in (jnp.float32, jnp.float16, jnp.bfloat16):  # 16-bit dtypes compute in float32
+        A = layer.discrete_system(6, dtype=dtype)
+        assert A.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(A)[0], expected, rtol=1e-6)
+
+
+# --- step sizes per observation: finite and > 0 after the cast to the computation dtype ---------
+
+
+def test_step_sizes_are_checked_after_the_cast(name):
+    """S5 checked step sizes before the cast: 1e39 (finite in float64) is inf in float32,
+    and the layer returned NaN. The time-invariant layers refuse step sizes altogether."""
+    layer = make(name)
+    u = jax.random.normal(jax.random.key(4), (2, L, H))
+    if not layer.takes_step_sizes:
+        with pytest.raises(ValueError, match=rf"step_sizes is not accepted by {type(layer).__name__}"):
+            layer(u, step_sizes=np.ones(L))
+        return
+    huge = np.ones(L)
+    huge[7] = 1e39
+    message = (r"step_sizes must be finite and > 0 in float32; got 1e\+39 \(which is inf in float32, "
+               r"the dtype it is computed in\) at index \(7,\)\.")
+    with pytest.raises(ValueError, match=message):
+        layer(u, step_sizes=huge)
+    with pytest.raises(ValueError, match=message):
+        layer.recurrent(u, step_sizes=huge)
+    tiny = np.ones((2, L))
+    tiny[1, 7] = 1e-50
+    with pytest.raises(ValueError, match=r"got 1e-50 \(which is 0\.0 in float32.*at index \(1, 7\)\.$"):
+        layer(u, step_sizes=tiny)
+    with pytest.raises(ValueError, match=r"got 1e\+39 \(which is inf in float32.*\)\.$"):
+        layer.discrete_system(step_sizes=1e39)
+    with jax.enable_x64(True):  # a float64 device array, cast to u's float32 on its device
+        with pytest.raises(ValueError, match=message):
+            layer(u, step_sizes=jnp.asarray(huge, jnp.float64))
+        # In float64 the same step sizes are finite and accepted.
+        assert layer(np.asarray(u, np.float64), step_sizes=np.full(L, 1e3)).dtype == jnp.float64
+    # The largest step size finite in float32 is accepted.
+    assert np.all(np.isfinite(np.asarray(layer(u, step_sizes=np.full(L, 1e3)))))
+
+
+# --- step(): the state and the system must be this layer's --------------------------------------
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_step_refuses_a_non_finite_state(name, bad):
+    layer = make(name)
+    state = layer.init_state(2)
+    poisoned = jax.tree.map(lambda x: x.at[(1,) + (0,) * (x.ndim - 1)].set(bad) if x.ndim else x, state)
+    u_t = jnp.ones((2, H))
+    with pytest.raises(ValueError, match=r"state must be finite; got 1 non-finite entry \(NaN or inf\)"):
+        layer.step(poisoned, u_t, system_for(layer))
+    single = jax.tree.map(lambda x: x[1] if x.ndim else x, poisoned)  # one sequence, no batch axis
+    with pytest.raises(ValueError, match=r"state must be finite"):
+        layer.step(single, u_t[1], system_for(layer))
+    # Under jit the state is a tracer: nothing to look at, as for u (documented).
+    _, y = nnx.jit(lambda m, s, u, system: m.step(s, u, system))(layer, poisoned, u_t, system_for(layer))
+    assert not np.all(np.isfinite(np.asarray(y[1]))) and np.all(np.isfinite(np.asarray(y[0])))
+
+
+def test_step_refuses_a_state_of_another_dtype(name):
+    layer = make(name)
+    state = layer.init_state(2)
+    as_int = jax.tree.map(lambda x: x.real.astype(jnp.int32), state)
+    expected = str([str(x.dtype) for x in jax.tree.leaves(state)])
+    with pytest.raises(ValueError, match=rf"state must be this layer's state .*got dtypes "
+                                         rf"{re.escape(str([str(x.dtype) for x in jax.tree.leaves(as_int)]))}, "
+                                         rf"expected {re.escape(expected)}"):
+        layer.step(as_int, jnp.ones((2, H)), system_for(layer))
+    with jax.enable_x64(True):  # float32 and float64 states both pass there (the step promotes)
+        for dtype in (jnp.float32, jnp.float64):
+            new_state, y = layer.step(layer.init_state(2, dtype=dtype), np.ones((2, H)), system_for(layer))
+            assert y.dtype == jnp.float64
+
+
+def test_step_refuses_a_system_that_is_not_this_layers(name):
+    layer = make(name)
+    state, u_t = layer.init_state(2), jnp.ones((2, H))
+    kind = "jax.Array" if name == "s6" else type(system_for(layer)).__name__
+    with pytest.raises(TypeError, match=rf"system must be this layer's discrete system \(made by its "
+                                        rf"discrete_system\), of type {kind}; got tuple \(1, 2\)"):
+        layer.step(state, u_t, (1, 2))
+    wider = get_layer(name)(H + 2, N, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match=rf"system must be .*, with shapes .* \(d_model={H}, "
+                                         rf"state_size={N}\); got shapes .*\({H + 2}, "):
+        layer.step(state, u_t, system_for(wider))
+    other = NAMES[(NAMES.index(name) + 1) % len(NAMES)]
+    with pytest.raises(TypeError, match=r"system must be this layer's discrete system"):
+        layer.step(state, u_t, system_for(make(other)))
+
+
+@pytest.mark.parametrize("rngs", [0, None, jax.random.key(0)])
+def test_rngs_must_be_an_nnx_rngs(name, rngs):
+    with pytest.raises(TypeError, match=r"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs\(0\); got "):
+        get_layer(name)(H, N, rngs=rngs)  # was: "'int' object has no attribute 'params'"

@@ -72,10 +72,10 @@ def test_batched_and_single_sequences(name):
 def test_shared_parameters(name):
     layer = make(name)
     assert layer.d_model == H and layer.state_size == N and layer.bidirectional is False
-    assert isinstance(layer.log_step, SSMParam)
+    assert isinstance(layer.log_step_size, SSMParam)
     assert layer.D.shape == (H,)
     step = np.asarray(layer.step_sizes())
-    np.testing.assert_allclose(step, np.exp(np.asarray(layer.log_step[...])), rtol=1e-6)
+    np.testing.assert_allclose(step, np.exp(np.asarray(layer.log_step_size[...])), rtol=1e-6)
     assert np.all((step >= 1e-3 * (1 - 1e-6)) & (step <= 1e-1 * (1 + 1e-6)))
 
 
@@ -231,6 +231,54 @@ def test_low_precision_is_computed_in_float32_and_returned_in_its_dtype(name, dt
     assert relative_error(y.astype(jnp.float32), expected.astype(dtype).astype(jnp.float32)) < 1e-6
     r = layer.recurrent(u)
     assert r.dtype == dtype and relative_error(r.astype(jnp.float32), expected) < 1e-2
+
+
+def test_parameters_are_float32_under_x64(name):
+    """The parameters are stored in float32 whatever jax_enable_x64 says (a float64 NumPy
+    scalar in an initialiser made S4's and S4D's C float64 under x64); computations cast them."""
+    with jax.enable_x64(True):
+        layer = make(name, bidirectional=True)
+    assert {str(x.dtype) for x in jax.tree.leaves(nnx.state(layer))} == {"float32"}
+
+
+def test_kernel_dtype_rule(name):
+    """kernel() follows one rule for every convolutional layer: the dtype asked for (default:
+    the default float dtype), float64 end to end under x64; 16-bit kernels are computed in
+    float32 and rounded at the end. DSS returned float32 under x64 where S4 and S4D gave float64."""
+    layer = make(name)
+    if not isinstance(layer, base.ConvolutionalSSMLayer):
+        pytest.skip("not a convolutional layer: no kernel()")
+    K32 = layer.kernel(L)
+    assert K32.dtype == jnp.float32 and K32.shape == (H, L)
+    assert relative_error(layer.kernel(L, dtype=jnp.float64), K32) == 0  # float64 is float32 without x64
+    for dtype in (jnp.bfloat16, jnp.float16):
+        K = layer.kernel(L, dtype=dtype)
+        assert K.dtype == dtype and relative_error(K.astype(jnp.float32), K32.astype(dtype).astype(jnp.float32)) == 0
+    with jax.enable_x64(True):
+        K64 = layer.kernel(L)
+        assert K64.dtype == jnp.float64 and layer.kernel(L, dtype=jnp.float64).dtype == jnp.float64
+        assert layer.kernel(L, dtype=jnp.float32).dtype == jnp.float32
+        assert relative_error(layer.kernel(L, dtype=jnp.float32), K32) < 1e-6
+        # Computed in float64, not float32 widened: it differs from the float32 kernel by
+        # float32's rounding, and agrees with it to float32 precision.
+        assert 1e-9 < relative_error(K32, K64) < 1e-5
+
+
+def test_dtype_arguments_follow_the_dtype_policy(name):
+    """discrete_system/init_state take a floating dtype and compute in its computation dtype
+    (float32 for the 16-bit dtypes); the state's precision follows."""
+    layer = make(name)
+    for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
+        state = layer.init_state(2, dtype=dtype)
+        assert {jnp.dtype(x.dtype) for x in jax.tree.leaves(state)} <= {jnp.dtype(jnp.float32),
+                                                                        jnp.dtype(jnp.complex64),
+                                                                        jnp.dtype(jnp.int32)}
+        system = layer.discrete_system(L, dtype=dtype)
+        assert all(x.dtype in (jnp.float32, jnp.complex64, jnp.int32, jnp.bool_) for x in jax.tree.leaves(system))
+    with jax.enable_x64(True):
+        leaves = jax.tree.leaves(layer.init_state(2)) + jax.tree.leaves(layer.discrete_system(L))
+        assert any(x.dtype in (jnp.float64, jnp.complex128) for x in leaves)
+        assert not any(x.dtype in (jnp.float32, jnp.complex64) for x in leaves)
 
 
 def test_complex_input_is_rejected(name):

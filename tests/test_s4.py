@@ -245,7 +245,7 @@ def test_layer_registry_and_parameters():
     assert get_layer("s4") is S4Layer
     layer = S4Layer(5, 8, rngs=nnx.Rngs(0))
     ssm = nnx.state(layer, SSMParam)
-    assert set(ssm.keys()) == {"Lambda_re", "Lambda_im", "P", "B", "log_step"}
+    assert set(ssm.keys()) == {"log_Lambda_real", "Lambda_imag", "P", "B", "log_step_size"}
     Lambda = layer.ssm_parameters()[0]
     assert np.all(np.asarray(Lambda.real) < 0)
     # HiPPO initialisation: Λ, P, B are dplr_legs' first halves in every channel

@@ -214,7 +214,7 @@ def test_layer_parameterisation():
     from annotated_ssm.layers import SSMParam
 
     names = {path[-1] for path, _ in nnx.to_flat_state(nnx.state(layer, SSMParam))}
-    assert names == {"A_re", "A_im", "B", "log_step"}
+    assert names == {"log_A_real", "A_imag", "B", "log_step_size"}
     frozen = make_layer(train_B=False)
     assert "B" not in {path[-1] for path, _ in nnx.to_flat_state(nnx.state(frozen, nnx.Param))}
 

@@ -1,4 +1,4 @@
-"""S5: initialisation, the layer against float64 references, recurrent mode, per-step steps."""
+"""S5: initialisation, the layer against float64 references, recurrent mode, per-observation step sizes."""
 
 import jax
 import jax.numpy as jnp
@@ -28,15 +28,16 @@ def complex_params(layer):
     """The layer's parameters as float64/complex128 NumPy arrays."""
     c = lambda x: np.asarray(x[..., 0], np.float64) + 1j * np.asarray(x[..., 1], np.float64)
     return (c(layer.Lambda[...]), c(layer.B_tilde[...]), c(layer.C_tilde[...]),
-            np.asarray(layer.D[...], np.float64), np.exp(np.asarray(layer.log_step[...], np.float64)))
+            np.asarray(layer.D[...], np.float64), np.exp(np.asarray(layer.log_step_size[...], np.float64)))
 
 
-def reference_s5(layer, u, steps=None, method="zoh"):
+def reference_s5(layer, u, step_sizes=None, method="zoh"):
     """float64 loop over time of the diagonal S5 recurrence, one sequence u (L, H)."""
     Lam, B, C, D, delta = complex_params(layer)
     u = np.asarray(u, np.float64)
     L = len(u)
-    steps = np.ones(L) if steps is None else np.broadcast_to(np.asarray(steps, np.float64), (L,))
+    step_sizes = np.ones(L) if step_sizes is None else np.broadcast_to(np.asarray(step_sizes, np.float64),
+                                                                       (L,))
     P = len(Lam)
     scale = 2.0 if layer.conj_sym else 1.0
 
@@ -56,10 +57,10 @@ def reference_s5(layer, u, steps=None, method="zoh"):
         return out
 
     C_part = C[:, :P]
-    y = run(range(L), lambda ell: steps[ell])
+    y = run(range(L), lambda ell: step_sizes[ell])
     if layer.bidirectional:
         C_part = C[:, P:]
-        y = y + run(range(L - 1, -1, -1), lambda ell: steps[min(ell + 1, L - 1)])
+        y = y + run(range(L - 1, -1, -1), lambda ell: step_sizes[min(ell + 1, L - 1)])
     return y + D * u
 
 
@@ -100,7 +101,7 @@ def test_layer_at_init_is_the_real_block_hippo_n_system():
     # SSM (blockdiag(HiPPO-N), B, C) it was diagonalised from: check against dense float64 ZOH.
     P, J, delta = 12, 3, 0.05
     layer = make(P, J)
-    layer.log_step[...] = jnp.full_like(layer.log_step[...], np.log(delta))
+    layer.log_step_size[...] = jnp.full_like(layer.log_step_size[...], np.log(delta))
     _, V = block_hippo_n(P, J)
     _, B_t, C_t, D, _ = complex_params(layer)
     B, C = 2 * (V @ B_t).real, 2 * (C_t @ V.conj().T).real
@@ -160,40 +161,40 @@ def test_activation_is_applied_to_the_ssm_output(activation):
     assert relative_error(active(u), expected) < 1e-6
 
 
-# --- per-step steps ---------------------------------------------------------------------
+# --- per-observation step sizes -------------------------------------------------------------
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_constant_steps_equal_fixed_step(bidirectional):
     layer = make(bidirectional=bidirectional)
     u = inputs()
     y = layer(u)
-    assert relative_error(layer(u, steps=jnp.ones(40)), y) < 1e-6
-    assert relative_error(layer(u, steps=jnp.ones((2, 40))), y) < 1e-6
-    # steps ≡ c is the same model with every Δ multiplied by c (the zero-shot rate change).
+    assert relative_error(layer(u, step_sizes=jnp.ones(40)), y) < 1e-6
+    assert relative_error(layer(u, step_sizes=jnp.ones((2, 40))), y) < 1e-6
+    # step_sizes ≡ c is the same model with every Δ multiplied by c (the zero-shot rate change).
     c = 2.5
-    scaled = layer(u, steps=jnp.full(40, c))
-    layer.log_step[...] = layer.log_step[...] + np.log(c)
+    scaled = layer(u, step_sizes=jnp.full(40, c))
+    layer.log_step_size[...] = layer.log_step_size[...] + np.log(c)
     assert relative_error(scaled, layer(u)) < 1e-5
-    assert relative_error(layer(u, steps=1.0), layer(u)) < 1e-6
+    assert relative_error(layer(u, step_sizes=1.0), layer(u)) < 1e-6
 
 
 def test_irregular_steps_match_reference_and_recurrence():
     layer = make(16, 2)
     u = inputs((2, 80, H))
-    steps = jax.random.uniform(jax.random.key(7), (2, 80), minval=0.2, maxval=5.0)
-    y = layer(u, steps=steps)
+    step_sizes = jax.random.uniform(jax.random.key(7), (2, 80), minval=0.2, maxval=5.0)
+    y = layer(u, step_sizes=step_sizes)
     for b in range(2):
-        assert relative_error(y[b], reference_s5(layer, u[b], steps[b])) < 1e-5
-    assert relative_error(layer.recurrent(u, steps=steps), y) < 1e-5
-    # (L,) steps are shared by the batch.
-    assert relative_error(layer(u, steps=steps[0])[1], layer(u[1], steps=steps[0])) < 1e-6
+        assert relative_error(y[b], reference_s5(layer, u[b], step_sizes[b])) < 1e-5
+    assert relative_error(layer.recurrent(u, step_sizes=step_sizes), y) < 1e-5
+    # (L,) step_sizes are shared by the batch.
+    assert relative_error(layer(u, step_sizes=step_sizes[0])[1], layer(u[1], step_sizes=step_sizes[0])) < 1e-6
 
 
 def test_irregular_steps_bidirectional_reference():
     layer = make(bidirectional=True)
     u = inputs((30, H))
-    steps = jax.random.uniform(jax.random.key(8), (30,), minval=0.5, maxval=3.0)
-    assert relative_error(layer(u, steps=steps), reference_s5(layer, u, steps)) < 1e-5
+    step_sizes = jax.random.uniform(jax.random.key(8), (30,), minval=0.5, maxval=3.0)
+    assert relative_error(layer(u, step_sizes=step_sizes), reference_s5(layer, u, step_sizes)) < 1e-5
 
 
 # --- transformations ---------------------------------------------------------------------
@@ -201,16 +202,16 @@ def test_irregular_steps_bidirectional_reference():
 def test_jit_grad_vmap():
     layer = make()
     u = inputs()
-    steps = jax.random.uniform(jax.random.key(9), (2, 40), minval=0.5, maxval=2.0)
-    y = layer(u, steps=steps)
-    assert relative_error(nnx.jit(lambda m, u, s: m(u, steps=s))(layer, u, steps), y) < 1e-6
-    assert relative_error(jax.vmap(lambda u, s: layer(u, steps=s))(u, steps), y) < 1e-6
+    step_sizes = jax.random.uniform(jax.random.key(9), (2, 40), minval=0.5, maxval=2.0)
+    y = layer(u, step_sizes=step_sizes)
+    assert relative_error(nnx.jit(lambda m, u, s: m(u, step_sizes=s))(layer, u, step_sizes), y) < 1e-6
+    assert relative_error(jax.vmap(lambda u, s: layer(u, step_sizes=s))(u, step_sizes), y) < 1e-6
 
     def loss(m, u):
-        return jnp.mean(m(u, steps=steps) ** 2)
+        return jnp.mean(m(u, step_sizes=step_sizes) ** 2)
 
     grads = nnx.grad(loss)(layer, u)
-    for name in ("Lambda", "B_tilde", "C_tilde", "D", "log_step"):
+    for name in ("Lambda", "B_tilde", "C_tilde", "D", "log_step_size"):
         g = np.asarray(getattr(grads, name)[...])
         assert np.all(np.isfinite(g)) and np.any(g != 0), name
     # Gradient with respect to the input against central finite differences (float64 loop).
@@ -224,7 +225,7 @@ def test_jit_grad_vmap():
 def test_registry_and_interface():
     assert get_layer("s5") is S5Layer
     layer = get_layer("s5")(H, 8, rngs=nnx.Rngs(0))  # generic constructor used by benchmarks
-    assert layer.Lambda.shape == (4, 2) and layer.C_tilde.shape == (H, 4, 2) and layer.log_step.shape == (4,)
+    assert layer.Lambda.shape == (4, 2) and layer.C_tilde.shape == (H, 4, 2) and layer.log_step_size.shape == (4,)
     assert S5Layer(H, 8, bidirectional=True, rngs=nnx.Rngs(0)).C_tilde.shape == (H, 8, 2)
     assert S5Layer(H, 8, conj_sym=False, rngs=nnx.Rngs(0)).Lambda.shape == (8, 2)
 
@@ -245,18 +246,18 @@ def test_bad_input():
         make(conj_sym="yes")
     layer = make()
     u = inputs()
-    with pytest.raises(ValueError, match=r"steps must have shape .*got shape \(39,\)"):
-        layer(u, steps=jnp.ones(39))
-    with pytest.raises(ValueError, match="steps must have shape"):
-        layer(u[0], steps=jnp.ones((2, 40)))
-    with pytest.raises(ValueError, match="steps must be real, finite and > 0"):
-        layer(u, steps=jnp.zeros(40))
-    with pytest.raises(ValueError, match="steps must be finite"):
-        layer(u, steps=jnp.full(40, jnp.nan))
-    with pytest.raises(ValueError, match="steps must be real, finite and > 0"):
-        layer.recurrent(u, steps=-jnp.ones(40))
-    with pytest.raises(ValueError, match="steps must be a scalar here"):
-        layer.discrete_system(40, steps=jnp.ones(40))
+    with pytest.raises(ValueError, match=r"step_sizes must have shape .*got shape \(39,\)"):
+        layer(u, step_sizes=jnp.ones(39))
+    with pytest.raises(ValueError, match=r"step_sizes must have shape"):
+        layer(u[0], step_sizes=jnp.ones((2, 40)))
+    with pytest.raises(ValueError, match=r"step_sizes must be finite and > 0 in float32"):
+        layer(u, step_sizes=jnp.zeros(40))
+    with pytest.raises(ValueError, match=r"step_sizes must be finite"):
+        layer(u, step_sizes=jnp.full(40, jnp.nan))
+    with pytest.raises(ValueError, match=r"step_sizes must be finite and > 0 in float32"):
+        layer.recurrent(u, step_sizes=-jnp.ones(40))
+    with pytest.raises(ValueError, match=r"step_sizes must be a scalar here"):
+        layer.discrete_system(40, step_sizes=jnp.ones(40))
 
 
 def test_impulse_response_is_the_mimo_convolution():

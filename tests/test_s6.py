@@ -21,10 +21,10 @@ def reference_s6(layer: S6Layer, u: np.ndarray) -> np.ndarray:
     layer's code: Δ = softplus(W_Δ (W_x u)_Δ + b), x ← exp(ΔA) x + Δ B u, y = C·x + D u.
     """
     f64 = lambda x: np.asarray(x, np.float64)  # noqa: E731
-    A = -np.exp(f64(layer.A_log[...]))  # (H, N)
+    A = -np.exp(f64(layer.log_A_real[...]))  # (H, N)
     W_x, W_dt, D = f64(layer.x_proj.kernel[...]), f64(layer.dt_proj.kernel[...]), f64(layer.D[...])
-    step0 = np.exp(f64(layer.log_step[...]))
-    bias = np.log(np.expm1(step0))  # softplus(bias) = exp(log_step)
+    step0 = np.exp(f64(layer.log_step_size[...]))
+    bias = np.log(np.expm1(step0))  # softplus(bias) = exp(log_step_size)
     R, N = layer.dt_rank, layer.state_size
     x = np.zeros(A.shape)
     y = np.empty(u.shape)
@@ -41,7 +41,7 @@ def test_registered_and_initialised_as_mamba():
     layer = get_layer("s6")(8, 16, rngs=nnx.Rngs(0))
     assert isinstance(layer, S6Layer) and layer.dt_rank == 1  # ⌈8/16⌉
     np.testing.assert_allclose(layer.eigenvalues(), -np.arange(1, 17)[None].repeat(8, 0), rtol=2e-7)
-    # Where the projection is zero, Δ is exp(log_step), the base step of every layer.
+    # Where the projection is zero, Δ is exp(log_step_size), the base step of every layer.
     step, B, C = layer.selection(jnp.zeros((3, 8)))
     np.testing.assert_allclose(step, np.broadcast_to(layer.step_sizes(), (3, 8)), rtol=1e-5)
     assert not np.any(B) and not np.any(C)

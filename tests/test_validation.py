@@ -26,6 +26,31 @@ def test_check_positive_finite_rejects_complex_without_printing_the_array():
     assert len(str(info.value)) < 200
 
 
+def test_cast_positive_finite_checks_in_the_target_dtype():
+    out = v.cast_positive_finite("s", [0.5, 2.0], np.float32)
+    assert out.dtype == jnp.float32 and np.array_equal(np.asarray(out), [0.5, 2.0])
+    with pytest.raises(ValueError, match=r"s must be finite and > 0 in float32; got 1e\+39 \(which is inf in "
+                                         r"float32, the dtype it is computed in\) at index \(1,\)\.$"):
+        v.cast_positive_finite("s", np.array([1.0, 1e39]), np.float32)
+    with pytest.raises(ValueError, match=r"got -1\.0 at index \(0, 1\), the first of 2 such entries\.$"):
+        v.cast_positive_finite("s", jnp.array([[1.0, -1.0], [0.0, 1.0]]), np.float32)  # on its device
+    with pytest.raises(ValueError, match=r"s must be real"):
+        v.cast_positive_finite("s", np.array([1 + 1j]), np.float32)
+    traced = jax.jit(lambda s: v.cast_positive_finite("s", s, np.float32))(jnp.array([-1.0]))
+    assert float(traced[0]) == -1.0  # a tracer: cast, not checked
+
+
+def test_check_float_dtype():
+    for name in ("float16", "bfloat16", "float32", "float64"):
+        assert v.check_float_dtype("dtype", name).name == name
+    assert v.check_float_dtype("dtype", jnp.complex64, complex_allowed=True) == np.complex64
+    for bad, spelled in [(jnp.int32, "dtype int32"), (bool, "dtype bool"), ("x", "'x', which is not a dtype"),
+                         (np.complex64, "dtype complex64")]:
+        with pytest.raises(ValueError, match=rf"dtype must be a floating dtype \(float16, bfloat16, float32, "
+                                             rf"float64\); got {spelled}\."):
+            v.check_float_dtype("dtype", bad)
+
+
 def test_value_checks_are_skipped_under_jit_but_shapes_are_not():
     @jax.jit
     def f(step):

@@ -400,7 +400,7 @@ def gated_s6_layer(state_size: int = 4, base_step: float = 0.1) -> S6Layer:
     x_proj[2, 1 + N:] = 1.0 / N  # C = 1/N
     layer.x_proj.kernel[...] = jnp.asarray(x_proj)
     layer.dt_proj.kernel[...] = jnp.asarray([[1.0, 0.0, 0.0]], jnp.float32)  # Δ of channel 0
-    layer.log_step[...] = jnp.full(3, np.log(base_step), jnp.float32)
+    layer.log_step_size[...] = jnp.full(3, np.log(base_step), jnp.float32)
     layer.D[...] = jnp.zeros(3, jnp.float32)
     return layer
 

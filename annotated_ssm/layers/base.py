@@ -8,17 +8,20 @@ A layer maps a sequence of H-channel vectors to another, ``(B, L, H) -> (B, L, H
 The public methods below check their arguments and apply the dtype policy; a layer
 implements only the hooks, which receive checked arrays in their computation dtype:
 
-- ``_forward(u, steps)``: the whole sequence, u (..., L, H) -> y (..., L, H);
-- ``_discrete_system(length, dtype, steps)``: the discrete recurrence, any pytree;
+- ``_forward(u, step_sizes)``: the whole sequence, u (..., L, H) -> y (..., L, H);
+- ``_discrete_system(length, dtype, step_sizes)``: the discrete recurrence, any pytree;
 - ``_init_state(batch_shape, dtype)``: the zero state, real or complex (the layer's choice);
 - ``_step(system, state, u_t)``: ``(state, y_t)`` for u_t (..., H).
 
-``steps`` is the per-observation time step of an irregularly sampled sequence, in units
-of the training interval (None: regular). A layer whose recurrence can vary in time sets
-``takes_steps = True`` and receives it as an array broadcastable to u.shape[:-1] (scalar
-in ``_discrete_system``); other layers reject it. A convolutional layer derives from
-:class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)`` instead of
-``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
+"Step" has one meaning per word here: the *step size* Δ is the discretisation interval
+(``step_sizes()``, stored as ``log_step_size``; ``step_min``/``step_max`` bound its
+initial value); ``step()`` advances the recurrence by one time step. ``step_sizes`` given
+to a call is the step size of each observation of an irregularly sampled sequence, in
+units of the training interval (None: regular). A layer whose recurrence can vary in time
+sets ``takes_step_sizes = True`` and receives it as an array broadcastable to
+u.shape[:-1] (scalar in ``_discrete_system``); other layers reject it. A convolutional
+layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)``
+instead of ``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
 ``tests/test_layer_contract.py`` builds and checks::
 
@@ -26,13 +29,13 @@ then checks it. A complete layer (N real states per channel, A = -(1, …, N), Z
         def __init__(self, d_model, state_size=64, *, bidirectional=False,
                      step_min=1e-3, step_max=1e-1, rngs):
             self._init_contract(d_model, state_size, bidirectional=bidirectional,
-                                step_min=step_min, step_max=step_max)
-            self._init_log_step(rngs, (d_model,))  # Δ, one per channel
-            C = jax.random.normal(rngs.params(), (d_model, self.state_size))
-            self.C = nnx.Param(C / np.sqrt(self.state_size))
+                                step_min=step_min, step_max=step_max, rngs=rngs)
+            self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
+            C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
+            self.C = nnx.Param(C * self.state_size ** -0.5)
             self._init_skip(rngs)  # D
 
-        def _discrete_system(self, length, dtype, steps=None):
+        def _discrete_system(self, length, dtype, step_sizes=None):
             A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
             dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
             return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
@@ -48,7 +51,7 @@ then checks it. A complete layer (N real states per channel, A = -(1, …, N), Z
         def _readout(self, x, u):  # y = C x + D u
             return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
 
-        def _forward(self, u, steps=None):
+        def _forward(self, u, step_sizes=None):
             A_bar, B_bar = self._discrete_system(None, u.dtype)
             a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
             y = self._readout(linear_recurrence(a, B_bar * u[..., None], axis=-3), u)
@@ -61,9 +64,12 @@ Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contra
 
 Constructor
     ``Layer(d_model, state_size=64, *, bidirectional=False, step_min=1e-3, step_max=1e-1,
-    rngs, ...)``, every argument checked (ValueError naming it). ``log_step`` is an
-    :class:`SSMParam` (Δ = ``step_sizes()``), ``D`` (H,) the skip term. Complex parameters
-    are stored as (real, imaginary) pairs: :func:`complex_to_pair`, :func:`pair_to_complex`.
+    rngs, ...)``, every argument checked (ValueError naming it; TypeError if ``rngs`` is not
+    an ``nnx.Rngs``); ``step_min``/``step_max`` bound the initial step size Δ.
+    ``log_step_size`` is an :class:`SSMParam` holding log Δ (Δ = ``step_sizes()``), ``D``
+    (H,) the skip term. Parameters are named after what they hold (``log_A_real`` holds
+    log(-Re A)). Complex parameters are stored as (real, imaginary) pairs:
+    :func:`complex_to_pair`, :func:`pair_to_complex`.
 Bidirectional
     ``layer(u)`` adds a second SSM run backwards in time; the layer is non-causal, so
     ``discrete_system``, ``init_state``, ``step`` and ``recurrent`` raise ValueError.
@@ -71,12 +77,23 @@ dtypes (:func:`annotated_ssm._validation.computation_dtypes`)
     float32 and float64 are computed and returned in their dtype (float64 end to end under
     ``jax_enable_x64``); bfloat16 and float16 are computed in float32 and returned in their
     dtype; integers and bools are computed and returned in the default float dtype; complex
-    input is a ValueError. ``discrete_system`` and ``init_state`` take ``dtype=``.
+    input is a ValueError. ``discrete_system``, ``init_state`` and ``kernel`` take
+    ``dtype=``, a floating dtype (float16, bfloat16, float32, float64; for ``init_state`` of
+    a layer with complex states also complex64/complex128), anything else is a ValueError;
+    the default is the default float dtype (float32, float64 under x64). The same policy
+    applies: 16-bit dtypes are computed in float32, a kernel is returned in the dtype asked
+    for, a system and a state are in the computation dtype. Parameters are stored in
+    float32 and cast to the computation dtype.
 Values
-    A NaN or inf in the input is a ValueError naming its first position. Host input (NumPy,
-    Python) is checked on the host; a concrete jax.Array is checked on its device, which
-    sends back one bool (the array itself is never copied to the host). Under ``jit``,
-    ``grad`` or ``vmap`` values are tracers: only shapes and dtypes are checked there.
+    A NaN or inf in the input is a ValueError naming its first position, checked after the
+    cast to the dtype it is computed in (1e39 is inf in float32); so are ``step_sizes``
+    (also > 0). ``step`` checks that ``state`` has the structure, shapes and dtypes
+    ``init_state`` gives and is finite, and that ``system`` has the structure and shapes
+    ``discrete_system`` gives (TypeError for another kind of object, ValueError for other
+    shapes). Host input (NumPy, Python) is checked on the host; a concrete jax.Array is
+    checked on its device, which sends back one bool (the array itself is never copied to
+    the host). Under ``jit``, ``grad`` or ``vmap`` values are tracers: only shapes and
+    dtypes are checked there.
 """
 
 from __future__ import annotations
@@ -90,15 +107,18 @@ import numpy as np
 from flax import nnx
 
 from .._validation import (
+    cast_positive_finite,
     check_batch_shape,
     check_bool,
+    check_finite,
     check_finite_at,
+    check_float_dtype,
     check_ndim,
-    check_positive_finite,
     check_positive_int,
     check_step_bounds,
     computation_dtypes,
     default_float_dtype,
+    float_computation_dtypes,
 )
 from ..initialization import log_step
 from ..kernels import _bidirectional_conv, _causal_conv
@@ -142,11 +162,6 @@ def pair_to_complex(x, dtype=None) -> jax.Array:
 def complex_dtype(dtype) -> np.dtype:
     """The complex dtype of a real computation dtype: float32 -> complex64, float64 -> complex128."""
     return np.result_type(np.dtype(dtype), np.complex64)
-
-
-def _real_dtype(dtype) -> np.dtype:
-    """The real dtype of a computation: ``dtype`` if given, else the default float dtype."""
-    return default_float_dtype() if dtype is None else np.dtype(dtype)
 
 
 # --- input checks ---------------------------------------------------------------------------
@@ -205,18 +220,22 @@ class SSMLayer(nnx.Module):
     d_model: int
     state_size: int
     bidirectional: bool
-    #: Whether ``layer(u, steps=...)`` is allowed: a time-varying recurrence (S5) can take a
-    #: time step per observation; a convolution cannot.
-    takes_steps: ClassVar[bool] = False
+    #: Whether ``layer(u, step_sizes=...)`` is allowed: a time-varying recurrence (S5) can
+    #: take a step size per observation; a convolution cannot.
+    takes_step_sizes: ClassVar[bool] = False
 
     # --- constructor pieces -------------------------------------------------------------
 
-    def _init_contract(self, d_model, state_size, *, bidirectional, step_min, step_max,
+    def _init_contract(self, d_model, state_size, *, bidirectional, step_min, step_max, rngs,
                        even_state: str | None = None) -> None:
         """Check and store the arguments every layer shares (call it first).
 
+        ``step_min``, ``step_max``: the bounds of the initial step size Δ.
         ``even_state``: if given, the state size must be even and this says why.
         """
+        if not isinstance(rngs, nnx.Rngs):
+            raise TypeError(f"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs(0); got {rngs!r} "
+                            f"({type(rngs).__name__}).")
         self.d_model = check_positive_int("d_model", d_model)
         self.state_size = check_positive_int("state_size", state_size, minimum=2 if even_state else 1)
         if even_state and self.state_size % 2:
@@ -224,9 +243,9 @@ class SSMLayer(nnx.Module):
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.step_min, self.step_max = check_step_bounds(step_min, step_max)
 
-    def _init_log_step(self, rngs: nnx.Rngs, shape) -> None:
-        """``log_step``: log Δ ~ U[log step_min, log step_max] of the given shape."""
-        self.log_step = SSMParam(log_step(rngs.params(), shape, self.step_min, self.step_max))
+    def _init_log_step_size(self, rngs: nnx.Rngs, shape) -> None:
+        """``log_step_size``: log Δ ~ U[log step_min, log step_max] of the given shape."""
+        self.log_step_size = SSMParam(log_step(rngs.params(), shape, self.step_min, self.step_max))
 
     def _init_skip(self, rngs: nnx.Rngs) -> None:
         """``D``: the skip term y += D ⊙ u, (H,), N(0, 1) as in the papers' code."""
@@ -235,8 +254,8 @@ class SSMLayer(nnx.Module):
     # --- parameters in a computation dtype ---------------------------------------------
 
     def step_sizes(self, dtype=None) -> jax.Array:
-        """Δ = exp(log_step), of log_step's shape; ``dtype``: the real dtype to compute in."""
-        log_dt = self.log_step[...]
+        """Δ = exp(log_step_size), of its shape; ``dtype``: the real dtype to compute in."""
+        log_dt = self.log_step_size[...]
         return jnp.exp(log_dt if dtype is None else log_dt.astype(dtype))
 
     def _skip(self, dtype) -> jax.Array:
@@ -244,43 +263,46 @@ class SSMLayer(nnx.Module):
 
     # --- the whole sequence ----------------------------------------------------------------
 
-    def __call__(self, u, steps=None):
+    def __call__(self, u, step_sizes=None):
         """Apply the layer to a whole sequence.
 
         Args:
             u: (B, L, H) or (L, H), real (float, integer or bool; see the dtype policy).
-            steps: layers with ``takes_steps`` only: the time step before each observation,
-                in units of the training interval, scalar, (L,) or (B, L), every entry > 0.
+            step_sizes: layers with ``takes_step_sizes`` only: the step size before each
+                observation, in units of the training interval, scalar, (L,) or (B, L),
+                every entry > 0.
 
         Returns:
             y of u's shape: in u's dtype for floats, the default float dtype for integers/bools.
         """
         u, out_dtype = self._check_input(u)
-        steps = self._check_steps(steps, u.shape[:-1], u.dtype)
-        return compiled(self, "_forward", u, steps).astype(out_dtype)
+        step_sizes = self._check_step_sizes(step_sizes, u.shape[:-1], u.dtype)
+        return compiled(self, "_forward", u, step_sizes).astype(out_dtype)
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
         check_sequence_input(u, self.d_model)
         return _prepare("u", u, ("batch", "time", "channel"))
 
-    def _check_steps(self, steps, batch_length: tuple[int, ...], dtype) -> jax.Array | None:
-        """None, or ``steps`` checked against u's (..., L) and as an array of ``dtype``."""
-        if steps is None:
+    def _check_step_sizes(self, step_sizes, batch_length: tuple[int, ...], dtype) -> jax.Array | None:
+        """None, or ``step_sizes`` checked against u's (..., L) and, after the cast to
+        ``dtype``, finite and > 0."""
+        if step_sizes is None:
             return None
-        if not self.takes_steps:
-            raise ValueError(f"steps is not accepted by {type(self).__name__}, a time-invariant "
-                             f"layer (its output is a convolution); got steps of shape {np.shape(steps)}.")
+        if not self.takes_step_sizes:
+            raise ValueError(f"step_sizes is not accepted by {type(self).__name__}, a time-invariant "
+                             f"layer (its output is a convolution); got step_sizes of shape "
+                             f"{np.shape(step_sizes)}.")
         allowed = [(), batch_length[-1:], batch_length]
-        if np.shape(steps) not in allowed:
+        if np.shape(step_sizes) not in allowed:
             spelled = ", ".join(str(s) for s in dict.fromkeys(allowed))
             raise ValueError(
-                f"steps must have shape {spelled} to match u of shape {batch_length + (self.d_model,)} "
-                f"(one step per observation); got shape {np.shape(steps)}."
+                f"step_sizes must have shape {spelled} to match u of shape "
+                f"{batch_length + (self.d_model,)} (one step size per observation); got shape "
+                f"{np.shape(step_sizes)}."
             )
-        check_positive_finite("steps", steps)
-        return jnp.asarray(steps, dtype)
+        return cast_positive_finite("step_sizes", step_sizes, dtype)
 
-    def _forward(self, u: jax.Array, steps: jax.Array | None = None) -> jax.Array:
+    def _forward(self, u: jax.Array, step_sizes: jax.Array | None = None) -> jax.Array:
         raise NotImplementedError
 
     # --- the recurrence ----------------------------------------------------------------------
@@ -292,40 +314,51 @@ class SSMLayer(nnx.Module):
                 f"was built with bidirectional=True. Use layer(u) for the bidirectional output."
             )
 
-    def discrete_system(self, length: int | None = None, *, steps=None, dtype=None) -> Any:
+    def discrete_system(self, length: int | None = None, *, step_sizes=None, dtype=None) -> Any:
         """Precompute the discrete recurrence for sequences of ``length`` steps.
 
         Args:
             length: L, an integer >= 1, or None for an unbounded sequence.
-            steps: layers with ``takes_steps`` only: a scalar > 0, the time step (in units
-                of the training interval) of every observation.
-            dtype: the real dtype of the computation (default: the default float dtype,
-                float64 under ``jax_enable_x64``).
+            step_sizes: layers with ``takes_step_sizes`` only: a scalar > 0, the step size
+                (in units of the training interval) of every observation.
+            dtype: a floating dtype; the system is computed in its computation dtype
+                (float32 for float16/bfloat16; default: the default float dtype, float64
+                under ``jax_enable_x64``).
         """
         self._require_causal("discrete_system")
         if length is not None:
             length = check_positive_int("length", length)
-        if steps is not None and np.ndim(steps) != 0:
-            raise ValueError(f"steps must be a scalar here (one step for the whole system); "
-                             f"got shape {np.shape(steps)}.")
-        dtype = _real_dtype(dtype)
-        return self._discrete_system(length, dtype, self._check_steps(steps, (1,), dtype))
+        if step_sizes is not None and np.ndim(step_sizes) != 0:
+            raise ValueError(f"step_sizes must be a scalar here (one step size for the whole system); "
+                             f"got shape {np.shape(step_sizes)}.")
+        dtype = _computation_dtype("dtype", dtype)
+        return self._discrete_system(length, dtype, self._check_step_sizes(step_sizes, (1,), dtype))
 
     def init_state(self, batch_shape=(), *, dtype=None) -> Any:
         """The zero state for a batch of sequences.
 
         Args:
             batch_shape: () for one sequence, an integer B or a tuple such as (B,).
-            dtype: the real dtype of the computation (default: the default float dtype).
+            dtype: a floating dtype (for a layer with complex states also complex64 or
+                complex128); the state is in its computation dtype (float32 for
+                float16/bfloat16; default: the default float dtype), complex if the
+                layer's state is.
         """
         self._require_causal("init_state")
-        return self._init_state(check_batch_shape("batch_shape", batch_shape), _real_dtype(dtype))
+        batch_shape = check_batch_shape("batch_shape", batch_shape)
+        dtype = _computation_dtype("dtype", dtype, complex_allowed=self._has_complex_state())
+        return self._init_state(batch_shape, dtype)
+
+    def _has_complex_state(self) -> bool:
+        leaves = jax.tree.leaves(_abstract(self, "_init_state", (), jnp.float32))
+        return any(np.issubdtype(x.dtype, np.complexfloating) for x in leaves)
 
     def step(self, state, u_t, system=None):
         """Advance the recurrence one step.
 
         Args:
-            state: from ``init_state`` or a previous ``step``.
+            state: from ``init_state`` or a previous ``step``, for u_t's batch shape and
+                computation dtype; finite.
             u_t: (..., H) the input at this time step (dtype policy as ``layer(u)``).
             system: from ``discrete_system(L)``; computed for unbounded length if None.
 
@@ -336,44 +369,72 @@ class SSMLayer(nnx.Module):
         if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
             raise ValueError(f"u_t must have shape (..., {self.d_model}); got {np.shape(u_t)}.")
         u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
-        self._check_state(state, u_t.shape[:-1])
+        self._check_state(state, u_t.shape[:-1], u_t.dtype)
         if system is None:
             system = self._discrete_system(None, u_t.dtype, None)
+        else:
+            self._check_system(system)
         state, y = self._step(system, state, u_t)
         return state, y.astype(out_dtype)
 
-    def _check_state(self, state, batch_shape: tuple[int, ...]) -> None:
-        """ValueError unless ``state`` has the structure and shapes of ``init_state(batch_shape)``
-        (shapes only: nothing is read from the device)."""
-        expected = jax.eval_shape(lambda: self._init_state(batch_shape, jnp.float32))
+    def _check_state(self, state, batch_shape: tuple[int, ...], dtype) -> None:
+        """ValueError unless ``state`` has the structure, shapes and dtypes of
+        ``init_state(batch_shape)`` for u_t's computation ``dtype`` (float32 and float64
+        states both pass: the step promotes) and, where concrete, finite values."""
+        expected = _abstract(self, "_init_state", batch_shape, dtype)
         leaves, structure = jax.tree.flatten(state)
         got = [np.shape(x) for x in leaves]
-        if structure == jax.tree.structure(expected) and got == [e.shape for e in jax.tree.leaves(expected)]:
-            return
-        if structure == jax.tree.structure(expected):
-            single = jax.tree.leaves(jax.eval_shape(lambda: self._init_state((), jnp.float32)))[0].shape
-            first, n = got[0], len(got[0]) - len(single)
-            found = (f"one for batch shape {first[:n]}" if n >= 0 and first[n:] == single
-                     else f"leaves of shapes {got}")
-        else:
-            found = f"a {type(state).__name__} of another structure"
-        raise ValueError(
-            f"state must be this layer's state for u_t's batch shape {batch_shape} (made by "
-            f"init_state({batch_shape}) or returned by step); got {found}."
-        )
+        made_by = (f"state must be this layer's state for u_t's batch shape {batch_shape} (made by "
+                   f"init_state({batch_shape}) or returned by step)")
+        if structure != jax.tree.structure(expected) or got != [e.shape for e in jax.tree.leaves(expected)]:
+            if structure == jax.tree.structure(expected):
+                single = jax.tree.leaves(_abstract(self, "_init_state", (), dtype))[0].shape
+                first, n = got[0], len(got[0]) - len(single)
+                found = (f"one for batch shape {first[:n]}" if n >= 0 and first[n:] == single
+                         else f"leaves of shapes {got}")
+            else:
+                found = f"a {type(state).__name__} of another structure"
+            raise ValueError(f"{made_by}; got {found}.")
+        dtypes = [np.dtype(x.dtype) if hasattr(x, "dtype") else np.result_type(x) for x in leaves]
+        allowed = [[x.dtype for x in jax.tree.leaves(expected)]]
+        if dtypes != allowed[0]:  # the other precision is allowed too
+            allowed = [[x.dtype for x in jax.tree.leaves(_abstract(self, "_init_state", batch_shape, d))]
+                       for d in (jnp.float32, default_float_dtype())]
+        if dtypes not in allowed:
+            spelled = " or ".join(dict.fromkeys(str([str(d) for d in a]) for a in allowed))
+            raise ValueError(f"{made_by}; got dtypes {[str(d) for d in dtypes]}, expected {spelled}.")
+        for leaf in leaves:
+            check_finite("state", leaf)
 
-    def recurrent(self, u, steps=None):
-        """Run the recurrence step by step over u (B, L, H) or (L, H) (and ``steps``, as in
-        ``layer(u, steps)``): y of u's shape, equal to ``layer(u, steps)`` up to rounding."""
+    def _check_system(self, system) -> None:
+        """TypeError unless ``system`` has the structure of ``discrete_system()``'s result,
+        ValueError unless its shapes are those of this layer's (nothing read from the device)."""
+        expected = _abstract(self, "_discrete_system", 1, jnp.float32, None)
+        leaves, structure = jax.tree.flatten(system)
+        made_by = "system must be this layer's discrete system (made by its discrete_system)"
+        if structure != jax.tree.structure(expected) or not all(hasattr(x, "shape") for x in leaves):
+            kind = "jax.Array" if isinstance(expected, jax.ShapeDtypeStruct) else type(expected).__name__
+            raise TypeError(f"{made_by}, of type {kind}; got {type(system).__name__} "
+                            f"{_abbreviated(system)}.")
+        got = [tuple(x.shape) for x in leaves]
+        shapes = [e.shape for e in jax.tree.leaves(expected)]
+        if got != shapes:
+            raise ValueError(f"{made_by}, with shapes {shapes} (d_model={self.d_model}, "
+                             f"state_size={self.state_size}); got shapes {got}.")
+
+    def recurrent(self, u, step_sizes=None):
+        """Run the recurrence step by step over u (B, L, H) or (L, H) (and ``step_sizes``, as
+        in ``layer(u, step_sizes)``): y of u's shape, equal to ``layer(u, step_sizes)`` up to
+        rounding."""
         self._require_causal("recurrent")
         u, out_dtype = self._check_input(u)
-        steps = self._check_steps(steps, u.shape[:-1], u.dtype)
-        return compiled(self, "_recurrent", u, steps).astype(out_dtype)
+        step_sizes = self._check_step_sizes(step_sizes, u.shape[:-1], u.dtype)
+        return compiled(self, "_recurrent", u, step_sizes).astype(out_dtype)
 
-    def _recurrent(self, u: jax.Array, steps: jax.Array | None = None) -> jax.Array:
-        """The loop of ``recurrent``: one system for the whole sequence, or with ``steps``
-        one per observation (the batch of its time step, ``steps[..., ℓ]``)."""
-        if steps is None:
+    def _recurrent(self, u: jax.Array, step_sizes: jax.Array | None = None) -> jax.Array:
+        """The loop of ``recurrent``: one system for the whole sequence, or with ``step_sizes``
+        one per observation (the batch of its time step, ``step_sizes[..., ℓ]``)."""
+        if step_sizes is None:
             system = self._discrete_system(u.shape[-2], u.dtype, None)
             body = lambda state, u_t: self._step(system, state, u_t)  # noqa: E731
             xs = jnp.moveaxis(u, -2, 0)
@@ -382,12 +443,12 @@ class SSMLayer(nnx.Module):
                 u_t, s_t = inputs
                 return self._step(self._discrete_system(None, u.dtype, s_t), state, u_t)
 
-            steps = jnp.broadcast_to(steps, u.shape[:-1])
-            xs = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(steps, -1, 0))
+            step_sizes = jnp.broadcast_to(step_sizes, u.shape[:-1])
+            xs = (jnp.moveaxis(u, -2, 0), jnp.moveaxis(step_sizes, -1, 0))
         _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], u.dtype), xs)
         return jnp.moveaxis(y, 0, -2)
 
-    def _discrete_system(self, length: int | None, dtype, steps=None) -> Any:
+    def _discrete_system(self, length: int | None, dtype, step_sizes=None) -> Any:
         raise NotImplementedError
 
     def _init_state(self, batch_shape: tuple[int, ...], dtype) -> Any:
@@ -397,23 +458,59 @@ class SSMLayer(nnx.Module):
         raise NotImplementedError
 
 
+def _computation_dtype(name: str, dtype, *, complex_allowed: bool = False) -> np.dtype:
+    """The real dtype to compute in for a ``dtype=`` argument: the default float dtype for
+    None, float32 for float16/bfloat16, the real part's for complex; ValueError for anything
+    that is not a floating dtype (see :func:`check_float_dtype`)."""
+    if dtype is None:
+        return default_float_dtype()
+    dtype = check_float_dtype(name, dtype, complex_allowed=complex_allowed)
+    if dtype.kind == "c":
+        dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+    return float_computation_dtypes(dtype)[0]
+
+
+def _abbreviated(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _abstract(layer: SSMLayer, method: str, *args) -> Any:
+    """Shapes and dtypes of ``getattr(layer, method)(*args)`` (hashable args), without computing it.
+
+    Traced once per layer structure and arguments (jit's cache): a few hundred microseconds
+    per call afterwards, where a fresh trace of S4's discrete system takes tens of ms."""
+    graphdef, state = nnx.split(layer)
+    return _method_of_static_args.eval_shape(graphdef, method, args, state)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _method_of_static_args(graphdef, method, args, state):
+    return getattr(nnx.merge(graphdef, state), method)(*args)
+
+
 class ConvolutionalSSMLayer(SSMLayer):
     """H independent SISO SSMs applied by FFT convolution with a length-L kernel.
 
     Subclasses implement ``_kernel(length, dtype)``: shape (H, L), or (2, H, L) when
-    bidirectional (the second kernel runs backwards in time).
+    bidirectional (the second kernel runs backwards in time), computed in the real ``dtype``.
     """
 
     def kernel(self, length: int, *, dtype=None) -> jax.Array:
         """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards).
-        ``dtype``: the real dtype to compute in (default: the parameters')."""
+
+        ``dtype``: a floating dtype, the kernel's dtype (default: the default float dtype,
+        float32 or float64 under ``jax_enable_x64``); float16 and bfloat16 kernels are
+        computed in float32 and rounded at the end, as the layer's output is."""
         length = check_positive_int("length", length)
-        return self._kernel(length, None if dtype is None else np.dtype(dtype))
+        compute, output = float_computation_dtypes(
+            default_float_dtype() if dtype is None else check_float_dtype("dtype", dtype))
+        return self._kernel(length, compute).astype(output)
 
     def _kernel(self, length: int, dtype) -> jax.Array:
         raise NotImplementedError
 
-    def _forward(self, u, steps=None):
+    def _forward(self, u, step_sizes=None):
         """y = K̄ * u + D u per channel. u: (B, L, H) or (L, H) -> same shape."""
         K = self._kernel(u.shape[-2], u.dtype)
         channels_last = jnp.swapaxes(u, -1, -2)  # (..., H, L)

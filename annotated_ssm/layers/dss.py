@@ -1,7 +1,7 @@
 """The DSS layer (Gupta, Gu & Berant 2022): a diagonal state space with the skew-HiPPO spectrum.
 
 Each of the H channels is a SISO SSM with the same N/2 complex eigenvalues λ (shared by the
-channels, as in the paper), its own step Δ and its own weights W = B ∘ C (B and C of a
+channels, as in the paper), its own step size Δ and its own weights W = B ∘ C (B and C of a
 diagonal SSM only ever appear through their product). The kernel comes from Proposition 1:
 
     DSS-exp      K̄_ℓ = 2 Re Σ_n W_n (e^{λ_nΔ} - 1)/λ_n · e^{λ_nΔℓ},     Re(λ) = -exp(·) < 0
@@ -32,7 +32,10 @@ from ..initialization import diagonal_init
 from ..kernels import DSS_VARIANTS, _dss_coefficients, _dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
 
-__all__ = ["DSSLayer", "DSSSystem"]
+__all__ = ["DSSLayer", "DSSSystem", "REAL_PARAMETERS"]
+
+#: variant -> the parameter holding the real part of λ: log(-Re λ) for "exp", Re λ for "softmax".
+REAL_PARAMETERS = {"exp": "log_Lambda_real", "softmax": "Lambda_real"}
 
 
 class DSSSystem(NamedTuple):
@@ -57,13 +60,16 @@ class DSSLayer(ConvolutionalSSMLayer):
         d_model: H, the number of channels.
         state_size: N (even); N/2 complex eigenvalues are stored.
         bidirectional: add a second kernel (own W, same λ and Δ) run backwards in time.
-        step_min, step_max: range of the log-uniform initialisation of Δ per channel.
+        step_min, step_max: bounds of the log-uniform initial step size Δ, one per channel.
         rngs: nnx.Rngs (streams "params").
-        variant: "exp" (Re(λ) = -exp(Lambda_re) < 0) or "softmax" (Re(λ) = Lambda_re, free).
+        variant: "exp" (Re(λ) = -exp(log_Lambda_real) < 0) or "softmax" (Re(λ) =
+            Lambda_real, free).
         eps: regulariser of the softmax reciprocal (see ``kernels.dss_coefficients``).
 
-    Parameters: ``Lambda_re``, ``Lambda_im`` (N/2,) and ``log_step`` (H,) are SSMParam;
-    ``W`` (H, N/2, 2) or (2, H, N/2, 2) (real, imaginary) and ``D`` (H,) are nnx.Param.
+    Parameters, SSMParam: the real part of λ (N/2,), named after what it holds:
+    ``log_Lambda_real`` = log(-Re λ) for "exp", ``Lambda_real`` = Re λ for "softmax"
+    (:data:`REAL_PARAMETERS`); ``Lambda_imag`` = Im λ (N/2,); ``log_step_size`` = log Δ
+    (H,). nnx.Param: ``W`` (H, N/2, 2) or (2, H, N/2, 2) (real, imaginary) and ``D`` (H,).
     """
 
     def __init__(
@@ -80,7 +86,7 @@ class DSSLayer(ConvolutionalSSMLayer):
     ):
         self._init_contract(
             d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
-            even_state="conjugate pairs: the layer keeps N/2 complex states",
+            rngs=rngs, even_state="conjugate pairs: the layer keeps N/2 complex states",
         )
         self.variant = check_choice("variant", variant, DSS_VARIANTS)
         self.eps = check_positive_real("eps", eps)
@@ -89,12 +95,12 @@ class DSSLayer(ConvolutionalSSMLayer):
         # DSS's "skew-HiPPO" initialisation: the N/2 eigenvalues of HiPPO-N (the normal part
         # of HiPPO-LegS) with positive imaginary part, real parts -1/2. This is S4D-LegS.
         Lambda = diagonal_init("legs", self.state_size)
-        # exp: Re(λ) = -exp(Lambda_re) keeps the real part negative whatever the optimiser
-        # does; softmax: Re(λ) = Lambda_re is free (the softmax kernel stays bounded).
+        # exp: Re(λ) = -exp(log_Lambda_real) keeps the real part negative whatever the
+        # optimiser does; softmax: Re(λ) = Lambda_real is free (the softmax kernel stays bounded).
         real = np.log(-Lambda.real) if variant == "exp" else Lambda.real
-        self.Lambda_re = SSMParam(jnp.asarray(real, jnp.float32))
-        self.Lambda_im = SSMParam(jnp.asarray(Lambda.imag, jnp.float32))
-        self._init_log_step(rngs, (H,))
+        setattr(self, REAL_PARAMETERS[variant], SSMParam(jnp.asarray(real, jnp.float32)))
+        self.Lambda_imag = SSMParam(jnp.asarray(Lambda.imag, jnp.float32))
+        self._init_log_step_size(rngs, (H,))
         w_shape = ((2,) if self.bidirectional else ()) + (H, half, 2)
         self.W = nnx.Param(jax.random.normal(rngs.params(), w_shape, jnp.float32))
         self._init_skip(rngs)
@@ -103,7 +109,8 @@ class DSSLayer(ConvolutionalSSMLayer):
 
     def eigenvalues(self, dtype=None) -> jax.Array:
         """λ, (N/2,) complex. ``dtype``: the real dtype to compute in (default: the parameters')."""
-        real, imag = (x if dtype is None else x.astype(dtype) for x in (self.Lambda_re[...], self.Lambda_im[...]))
+        stored = getattr(self, REAL_PARAMETERS[self.variant])
+        real, imag = (x if dtype is None else x.astype(dtype) for x in (stored[...], self.Lambda_imag[...]))
         if self.variant == "exp":
             real = -jnp.exp(real)
         return jax.lax.complex(real, imag)
@@ -121,7 +128,7 @@ class DSSLayer(ConvolutionalSSMLayer):
 
     # --- recurrent view --------------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype, steps=None) -> DSSSystem:
+    def _discrete_system(self, length, dtype, step_sizes=None) -> DSSSystem:
         """The per-state scalar recurrences for sequences of ``length`` steps.
 
         The softmax normalises over the whole sequence, so its kernel (and recurrence)

@@ -1,7 +1,7 @@
 """The S4 layer: H SISO state space models with a diagonal-plus-low-rank state matrix.
 
 Each channel h has its own continuous SSM with ``A = diag(Λ) - P P*`` (HiPPO-LegS in its
-DPLR form at initialisation, chapter 2), its own step Δ_h, output vector C̃_h and skip D_h.
+DPLR form at initialisation, chapter 2), its own step size Δ_h, output vector C̃_h and skip D_h.
 The layer convolves each channel with the kernel of S4's Algorithm 1
 (:func:`annotated_ssm.kernels.s4_kernel`) and can also run as a recurrence (S4 Theorem 2).
 
@@ -83,15 +83,18 @@ class S4Layer(ConvolutionalSSMLayer):
             conjugate pair is stored, M = N/2).
         bidirectional: also run a second kernel backwards in time (same Λ, P, B, Δ, its own
             C̃), for non-causal tasks such as classification.
-        step_min, step_max: log Δ ~ U[log step_min, log step_max], one Δ per channel.
+        step_min, step_max: bounds of the initial step size Δ, log Δ ~ U[log step_min,
+            log step_max], one Δ per channel.
         chunk_size: passed to :func:`annotated_ssm.kernels.s4_kernel`: evaluate the kernel's
             frequencies in chunks to bound memory and time (None: the measured default
             ``kernels.S4_CHUNK_SIZE``; ``chunk_size >= L // 2 + 1``: all at once).
         rngs: nnx.Rngs for C̃, D and Δ.
 
     Parameters (complex ones stored as (..., 2) real arrays: real and imaginary part):
-        Lambda_re (H, M) SSMParam: Re Λ = -exp(Lambda_re) < 0 (keeps every channel stable).
-        Lambda_im (H, M) SSMParam; P (H, M, 2), B (H, M, 2) SSMParam; log_step (H,) SSMParam.
+        log_Lambda_real (H, M) SSMParam: log(-Re Λ), so Re Λ = -exp(log_Lambda_real) < 0
+            (keeps every channel stable whatever the optimiser does).
+        Lambda_imag (H, M) SSMParam: Im Λ. P (H, M, 2), B (H, M, 2) SSMParam.
+        log_step_size (H,) SSMParam: log Δ.
         C_tilde (H, M, 2) or (2, H, M, 2) when bidirectional, nnx.Param, complex N(0, 1).
         D (H,) nnx.Param, N(0, 1).
     """
@@ -109,7 +112,7 @@ class S4Layer(ConvolutionalSSMLayer):
     ):
         self._init_contract(
             d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
-            even_state="S4 keeps one of each conjugate pair of states, N/2 of them",
+            rngs=rngs, even_state="S4 keeps one of each conjugate pair of states, N/2 of them",
         )
         self.chunk_size = None if chunk_size is None else check_positive_int("chunk_size", chunk_size)
         H, M = self.d_model, self.state_size // 2
@@ -121,21 +124,21 @@ class S4Layer(ConvolutionalSSMLayer):
         def tiled(z):  # (M,) complex -> (H, M, 2) float32
             return jnp.broadcast_to(complex_to_pair(z), (H, M, 2))
 
-        self.Lambda_re = SSMParam(jnp.log(-jnp.asarray(np.broadcast_to(Lambda.real, (H, M)), jnp.float32)))
-        self.Lambda_im = SSMParam(jnp.asarray(np.broadcast_to(Lambda.imag, (H, M)), jnp.float32))
+        self.log_Lambda_real = SSMParam(jnp.log(-jnp.asarray(np.broadcast_to(Lambda.real, (H, M)), jnp.float32)))
+        self.Lambda_imag = SSMParam(jnp.asarray(np.broadcast_to(Lambda.imag, (H, M)), jnp.float32))
         self.P = SSMParam(tiled(P))
         self.B = SSMParam(tiled(B))
-        self._init_log_step(rngs, (H,))
+        self._init_log_step_size(rngs, (H,))
         c_shape = ((2,) if self.bidirectional else ()) + (H, M, 2)
         # Complex C̃ with E|C̃_n|² = 1: each part has variance 1/2.
-        self.C_tilde = nnx.Param(jax.random.normal(rngs.params(), c_shape, jnp.float32) * np.sqrt(0.5))
+        self.C_tilde = nnx.Param(jax.random.normal(rngs.params(), c_shape, jnp.float32) * np.float32(np.sqrt(0.5)))
         self._init_skip(rngs)
 
     # --- the continuous parameters as complex arrays ------------------------------------
 
     def eigenvalues(self, dtype=None) -> jax.Array:
-        """Λ (H, M) complex, Re Λ = -exp(Lambda_re) < 0. ``dtype``: the real dtype to compute in."""
-        re, im = (x if dtype is None else x.astype(dtype) for x in (self.Lambda_re[...], self.Lambda_im[...]))
+        """Λ (H, M) complex, Re Λ = -exp(log_Lambda_real) < 0. ``dtype``: the real dtype to compute in."""
+        re, im = (x if dtype is None else x.astype(dtype) for x in (self.log_Lambda_real[...], self.Lambda_imag[...]))
         return jax.lax.complex(-jnp.exp(re), im)
 
     def ssm_parameters(self, dtype=None):
@@ -157,7 +160,7 @@ class S4Layer(ConvolutionalSSMLayer):
 
     # --- recurrence ----------------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype, steps=None) -> S4System:
+    def _discrete_system(self, length, dtype, step_sizes=None) -> S4System:
         """Discretise (bilinear) and convert C̃ to C for sequences of ``length``.
 
         Theorem 2's ``Ā = A1 A0`` is kept as ``Ā = I + 2 A1 A = I + diag(a) - v w*``: at small

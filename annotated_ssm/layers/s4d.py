@@ -3,7 +3,7 @@
 Each of the H channels runs its own SISO SSM with a diagonal, complex state matrix
 (Gu, Gupta, Goel and Ré, 2022)::
 
-    A = -exp(A_re) + i A_im      (or softplus instead of exp; "none" leaves Re A free, as DSS)
+    A = -exp(log_A_real) + i A_imag   (or softplus instead of exp; "none" leaves Re A free, as DSS)
     K̄_ℓ = 2·Re Σ_n C_n B̄_n Ā_n^ℓ      (N/2 complex states: one of each conjugate pair)
     y = K̄ * u + D u
 
@@ -26,7 +26,7 @@ from ..initialization import DIAGONAL_INITS, check_init_options, diagonal_init
 from ..kernels import _vandermonde_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
-__all__ = ["S4DLayer", "REAL_TRANSFORMS", "DiagonalSystem", "diagonal_step"]
+__all__ = ["S4DLayer", "REAL_TRANSFORMS", "REAL_PARAMETERS", "DiagonalSystem", "diagonal_step"]
 
 
 class DiagonalSystem(NamedTuple):
@@ -47,7 +47,10 @@ def diagonal_step(system: DiagonalSystem, state: jax.Array, u_t: jax.Array, D: j
     y = jnp.real(jnp.sum(system.C * state, axis=-1)) + D * u_t
     return state, y
 
-REAL_TRANSFORMS = ("exp", "softplus", "none")
+#: real_transform -> the parameter holding the real part of A, named after what it stores:
+#: log(-Re A), softplus⁻¹(-Re A), or Re A itself.
+REAL_PARAMETERS = {"exp": "log_A_real", "softplus": "inv_softplus_A_real", "none": "A_real"}
+REAL_TRANSFORMS = tuple(REAL_PARAMETERS)
 
 
 class S4DLayer(ConvolutionalSSMLayer):
@@ -58,21 +61,24 @@ class S4DLayer(ConvolutionalSSMLayer):
         state_size: N, the state size of each (real) SSM. The complex initialisations keep
             N/2 complex states (N must be even); ``init="real"`` keeps N real ones.
         bidirectional: a second kernel (its own C, shared A, B, Δ) runs backwards in time.
-        step_min, step_max: range of the log-uniform initial Δ, one per channel.
+        step_min, step_max: bounds of the log-uniform initial step size Δ, one per channel.
         init: a name from :data:`annotated_ssm.initialization.DIAGONAL_INITS` ("legs" is S4D-LegS,
             the diagonal of DSS).
         init_options: extra keyword arguments of :func:`annotated_ssm.initialization.diagonal_init`
             (``real_part``, ``imag_scale``, ``random_real``, ``random_imag``), for ablations.
         discretization: "bilinear" (the S4D paper's default, as S4), "zoh" (as DSS) or
             "euler" (:data:`annotated_ssm.discretize.METHODS`).
-        real_transform: how the trained parameter A_re gives Re A: "exp" (Re A = -exp(A_re),
-            the default), "softplus" (Re A = -softplus(A_re)) or "none" (Re A = A_re, free).
+        real_transform: how the trained parameter gives Re A, and so its name
+            (:data:`REAL_PARAMETERS`): "exp" (``log_A_real``, Re A = -exp(log_A_real), the
+            default), "softplus" (``inv_softplus_A_real``, Re A = -softplus(inv_softplus_A_real))
+            or "none" (``A_real``, Re A = A_real, free).
         train_B: if False, B stays at its initial value 1 (DSS's choice); it is then not a
             parameter at all.
         rngs: nnx.Rngs; uses ``rngs.params()``.
 
-    Parameters (M = N/2, or N for ``init="real"``): ``A_re``, ``A_im`` (H, M), ``B`` (H, M, 2)
-    and ``log_step`` (H,) are :class:`SSMParam`; ``C`` (H, M, 2), or (2, H, M, 2) when
+    Parameters (M = N/2, or N for ``init="real"``): the real part of A (H, M) (named by
+    ``real_transform``, above), ``A_imag`` = Im A (H, M), ``B`` (H, M, 2) and ``log_step_size``
+    = log Δ (H,) are :class:`SSMParam`; ``C`` (H, M, 2), or (2, H, M, 2) when
     bidirectional, and ``D`` (H,) are ``nnx.Param``. Complex numbers are stored as (real,
     imaginary) pairs. C is complex normal with E|C|² = 1 (S4's "standard deviation 1").
     """
@@ -95,7 +101,7 @@ class S4DLayer(ConvolutionalSSMLayer):
         self.conjugate = init != "real"  # S4D-Real is a real SSM: N real states, no conjugate pairs
         self._init_contract(
             d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
-            even_state="N/2 complex states, one of each conjugate pair" if self.conjugate else None,
+            rngs=rngs, even_state="N/2 complex states, one of each conjugate pair" if self.conjugate else None,
         )
         H, N = self.d_model, self.state_size
         self.init = check_choice("init", init, DIAGONAL_INITS)
@@ -110,19 +116,20 @@ class S4DLayer(ConvolutionalSSMLayer):
         else:
             A = np.broadcast_to(diagonal_init(init, N, **options), (H, (N // 2) if self.conjugate else N))
         M = A.shape[-1]
-        self.A_re = SSMParam(jnp.asarray(self._inverse_transform(-A.real), jnp.float32))
-        self.A_im = SSMParam(jnp.asarray(A.imag, jnp.float32))
+        real = SSMParam(jnp.asarray(self._inverse_transform(-A.real), jnp.float32))
+        setattr(self, REAL_PARAMETERS[self.real_transform], real)
+        self.A_imag = SSMParam(jnp.asarray(A.imag, jnp.float32))
         B = complex_to_pair(np.ones((H, M), np.complex64))
         self.B = SSMParam(B) if train_B else nnx.Variable(B)
-        self._init_log_step(rngs, (H,))
+        self._init_log_step_size(rngs, (H,))
         C_shape = (2, H, M) if self.bidirectional else (H, M)
         # Complex normal with E|C|² = 1: real and imaginary parts each N(0, 1/2).
-        C = jax.random.normal(rngs.params(), C_shape + (2,), jnp.float32) * np.sqrt(0.5)
+        C = jax.random.normal(rngs.params(), C_shape + (2,), jnp.float32) * np.float32(np.sqrt(0.5))
         self.C = nnx.Param(C)
         self._init_skip(rngs)
 
     def _inverse_transform(self, minus_real: np.ndarray) -> np.ndarray:
-        """A_re such that the transform gives back -Re A = ``minus_real`` (> 0)."""
+        """The stored real parameter whose transform gives back -Re A = ``minus_real`` (> 0)."""
         if self.real_transform == "exp":
             return np.log(minus_real)
         if self.real_transform == "softplus":
@@ -134,15 +141,15 @@ class S4DLayer(ConvolutionalSSMLayer):
     def eigenvalues(self, dtype=None) -> jax.Array:
         """A (H, M) complex: the diagonal state matrices of the H channels. ``dtype``: the
         real dtype to compute in (default: the parameters')."""
-        A_re = self.A_re[...] if dtype is None else self.A_re[...].astype(dtype)
-        A_im = self.A_im[...] if dtype is None else self.A_im[...].astype(dtype)
+        stored = getattr(self, REAL_PARAMETERS[self.real_transform])[...]
+        stored, imag = (x if dtype is None else x.astype(dtype) for x in (stored, self.A_imag[...]))
         if self.real_transform == "exp":
-            real = -jnp.exp(A_re)
+            real = -jnp.exp(stored)
         elif self.real_transform == "softplus":
-            real = -jax.nn.softplus(A_re)
+            real = -jax.nn.softplus(stored)
         else:
-            real = A_re
-        return jax.lax.complex(real, A_im)
+            real = stored
+        return jax.lax.complex(real, imag)
 
     # --- convolution view -------------------------------------------------------------
 
@@ -155,7 +162,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     # --- recurrent view ---------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype, steps=None) -> DiagonalSystem:
+    def _discrete_system(self, length, dtype, step_sizes=None) -> DiagonalSystem:
         """Ā, B̄, C (H, M) complex; C carries the factor 2 of conjugate symmetry.
 
         S4D parameterises C directly (no C̃ = C(I - Ā^L) as S4), so ``length`` is unused.
@@ -169,7 +176,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     def _init_state(self, batch_shape, dtype) -> jax.Array:
         """Zero state (*batch_shape, H, M), complex of ``dtype``'s precision."""
-        return jnp.zeros(batch_shape + tuple(self.A_im.shape), complex_dtype(dtype))
+        return jnp.zeros(batch_shape + tuple(self.A_imag.shape), complex_dtype(dtype))
 
     def _step(self, system: DiagonalSystem, state, u_t):
         return diagonal_step(system, state, u_t, self._skip(u_t.dtype))

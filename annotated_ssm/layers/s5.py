@@ -10,8 +10,8 @@ channels (Smith, Warrington and Linderman, 2023)::
 Λ is diagonal, so the recurrence is a diagonal linear recurrence and
 :func:`annotated_ssm.scan.parallel_scan` computes all the states in O(log L) depth.
 
-Time-varying steps. ``layer(u, steps=s)`` takes the time elapsed before each observation,
-``s_ℓ > 0`` in units of the training sampling interval, and discretises observation ℓ with
+Time-varying step sizes. ``layer(u, step_sizes=s)`` takes the time elapsed before each
+observation, ``s_ℓ > 0`` in units of the training sampling interval, and discretises observation ℓ with
 ``Δ_{ℓ,p} = s_ℓ · Δ_p`` (each state keeps its own learned timescale Δ_p; the observation
 time only stretches it). ``s ≡ 1`` is the ordinary layer; ``s ≡ 2`` is the same model
 run on data sampled at half the rate (the zero-shot rate change of the paper); random
@@ -42,7 +42,7 @@ class S5System(NamedTuple):
     """The discrete S5 recurrence: x ← Λ̄ ⊙ x + B̄ u,  y = Re(C x).
 
     Shapes: Lambda_bar (..., P'), B_bar (..., P', H), C (H, P'), complex; the batch axes
-    ``...`` only for a batch of time steps (``recurrent(u, steps)``). With conjugate
+    ``...`` only for a batch of time steps (``recurrent(u, step_sizes)``). With conjugate
     symmetry C already carries the factor 2.
     """
 
@@ -77,7 +77,7 @@ class S5Layer(SSMLayer):
         blocks: J, the number of HiPPO-N blocks of the initialisation (P/J each).
         bidirectional: add a second scan running backwards in time (its own half of C̃,
             shape H × 2P' in total); the layer is then non-causal and has no ``step``.
-        step_min, step_max: range of the log-uniform initial Δ, one per state.
+        step_min, step_max: bounds of the log-uniform initial step size Δ, one per state.
         discretization: "zoh" (default, as in the paper), "bilinear" or "euler"
             (:data:`annotated_ssm.discretize.METHODS`).
         conj_sym: keep one state of each conjugate pair and output 2·Re(C̃x).
@@ -87,15 +87,16 @@ class S5Layer(SSMLayer):
             ((W₁g) ⊙ σ(W₂g), g = GELU(y)).
         rngs: nnx.Rngs; uses ``rngs.params()``.
 
-    ``layer(u, steps=s)``, ``recurrent(u, steps=s)`` and ``discrete_system(steps=s)`` take the
-    time step before each observation (module docstring).
+    ``layer(u, step_sizes=s)``, ``recurrent(u, step_sizes=s)`` and
+    ``discrete_system(step_sizes=s)`` take the step size before each observation (module
+    docstring).
 
-    Parameters: ``Lambda`` (P', 2), ``B_tilde`` (P', H, 2), ``log_step`` (P',) are
+    Parameters: ``Lambda`` (P', 2), ``B_tilde`` (P', H, 2), ``log_step_size`` (P', log Δ) are
     :class:`SSMParam`; ``C_tilde`` (H, P' or 2P', 2) and ``D`` (H,) are ``nnx.Param``
     (complex numbers stored as (real, imaginary) pairs).
     """
 
-    takes_steps = True
+    takes_step_sizes = True
 
     def __init__(
         self,
@@ -111,7 +112,8 @@ class S5Layer(SSMLayer):
         activation: str = "none",
         rngs: nnx.Rngs,
     ):
-        self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max)
+        self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
+                            rngs=rngs)
         self.blocks = check_positive_int("blocks", blocks)
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.conj_sym = check_bool("conj_sym", conj_sym)
@@ -120,7 +122,7 @@ class S5Layer(SSMLayer):
         init = s5_init(rngs.params(), d_model, state_size, blocks, conj_sym=conj_sym, bidirectional=self.bidirectional)
         self.Lambda = SSMParam(complex_to_pair(init.Lambda))
         self.B_tilde = SSMParam(complex_to_pair(init.B_tilde))
-        self._init_log_step(rngs, init.Lambda.shape)
+        self._init_log_step_size(rngs, init.Lambda.shape)
         self.C_tilde = nnx.Param(complex_to_pair(init.C_tilde))
         self._init_skip(rngs)
         if activation == "half_glu":
@@ -150,10 +152,10 @@ class S5Layer(SSMLayer):
 
     # --- full sequence: parallel scan -------------------------------------------------
 
-    def _forward(self, u, steps=None):
-        """The parallel-scan form. u (..., L, H) checked, in its computation dtype; steps:
-        None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
-        scale = steps
+    def _forward(self, u, step_sizes=None):
+        """The parallel-scan form. u (..., L, H) checked, in its computation dtype;
+        step_sizes: None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
+        scale = step_sizes
         dtype = u.dtype
         step = self.step_sizes(dtype)
         B_tilde = pair_to_complex(self.B_tilde[...], dtype)
@@ -194,12 +196,12 @@ class S5Layer(SSMLayer):
 
     # --- recurrent mode -----------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype, steps=None) -> S5System:
-        """Λ̄, B̄, C for Δ (times ``steps``: None, a scalar, or a batch (...,) of time steps).
-        A recurrence needs no ``length``."""
+    def _discrete_system(self, length, dtype, step_sizes=None) -> S5System:
+        """Λ̄, B̄, C for Δ (times ``step_sizes``: None, a scalar, or a batch (...,) of time
+        steps). A recurrence needs no ``length``."""
         step = self.step_sizes(dtype)
-        if steps is not None:
-            step = jnp.asarray(steps, dtype)[..., None] * step  # (..., P')
+        if step_sizes is not None:
+            step = jnp.asarray(step_sizes, dtype)[..., None] * step  # (..., P')
         Lambda_bar, factor = self._discretize(step, dtype)
         B_bar = factor[..., :, None] * pair_to_complex(self.B_tilde[...], dtype)
         return S5System(Lambda_bar, B_bar, self._output_matrix(dtype)[:, : Lambda_bar.shape[-1]])

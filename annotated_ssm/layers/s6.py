@@ -2,19 +2,20 @@
 
 Each of the H channels runs N real states with a diagonal A (Gu and Dao, 2023, Algorithm 2)::
 
-    Δ_ℓ = softplus(W_Δ u_ℓ + b)          (H,)   one step per channel, from the input
+    Δ_ℓ = softplus(W_Δ u_ℓ + b)          (H,)   one step size per channel, from the input
     B_ℓ = W_B u_ℓ,  C_ℓ = W_C u_ℓ          (N,)   shared by the channels, from the input
     x_ℓ = exp(Δ_ℓ A) ⊙ x_{ℓ-1} + Δ_ℓ B_ℓ u_ℓ      ZOH for A, Euler (B̄ = ΔB) for B, as Mamba
     y_ℓ = C_ℓ · x_ℓ + D ⊙ u_ℓ
 
-A_n = -(n + 1) at initialisation (S4D-Real). The system changes at every step, so there is
+A_n = -(n + 1) at initialisation (S4D-Real), stored as ``log_A_real`` = log(-A). The system changes at every step, so there is
 no convolution kernel: ``layer(u)`` computes all states with the parallel scan of
-:func:`annotated_ssm.scan.linear_recurrence`, the one S5 uses for its time-varying steps.
+:func:`annotated_ssm.scan.linear_recurrence`, the one S5 uses for its time-varying step sizes.
 Its memory is O(B·L·H·N): every state of every step exists at once. Mamba's fused kernel
 keeps the states in on-chip memory and writes only y (B·L·H); this layer does not.
 
-The bias b is ``softplus⁻¹(exp(log_step))``: Δ = exp(log_step) where the projection is 0,
-so ``log_step`` keeps the meaning (and the initial range) it has in the other layers.
+The bias b is ``softplus⁻¹(exp(log_step_size))``: Δ = exp(log_step_size) where the
+projection is 0, so ``log_step_size`` keeps the meaning (and the initial range) it has in
+the other layers.
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ class S6Layer(SSMLayer):
         d_model: H, the number of channels.
         state_size: N, real states per channel.
         bidirectional: add the same selective SSM run backwards in time (non-causal).
-        step_min, step_max: range of the log-uniform Δ where the projection is zero.
+        step_min, step_max: bounds of the log-uniform initial step size Δ where the
+            projection is zero.
         dt_rank: R, the rank of the projection u ↦ W_Δ u (H → R → H); None: ⌈H/16⌉, Mamba's.
         rngs: nnx.Rngs; uses ``rngs.params()``.
 
-    Parameters: ``A_log`` (H, N) (A = -exp(A_log)) and ``log_step`` (H,) are :class:`SSMParam`;
+    Parameters: ``log_A_real`` (H, N), log(-A) (A = -exp(log_A_real), real), and
+    ``log_step_size`` (H,), log Δ, are :class:`SSMParam`;
     ``x_proj`` (H → R + 2N: the low-rank Δ input, B and C), ``dt_proj`` (R → H) and ``D``
     (H,) are ``nnx.Param``.
     """
@@ -66,12 +69,12 @@ class S6Layer(SSMLayer):
         rngs: nnx.Rngs,
     ):
         self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min,
-                            step_max=step_max)
+                            step_max=step_max, rngs=rngs)
         H, N = self.d_model, self.state_size
         self.dt_rank = math.ceil(H / 16) if dt_rank is None else check_positive_int("dt_rank", dt_rank)
         A = np.broadcast_to(np.arange(1, N + 1, dtype=np.float32), (H, N))  # S4D-Real: -(n+1)
-        self.A_log = SSMParam(jnp.asarray(np.log(A)))
-        self._init_log_step(rngs, (H,))
+        self.log_A_real = SSMParam(jnp.asarray(np.log(A)))
+        self._init_log_step_size(rngs, (H,))
         self.x_proj = nnx.Linear(H, self.dt_rank + 2 * N, use_bias=False, rngs=rngs)
         # Mamba initialises W_Δ uniformly in ±R^-1/2 so that Δ starts near its bias.
         bound = self.dt_rank ** -0.5
@@ -83,8 +86,8 @@ class S6Layer(SSMLayer):
 
     def eigenvalues(self, dtype=None) -> jax.Array:
         """A (H, N), real and negative."""
-        A_log = self.A_log[...] if dtype is None else self.A_log[...].astype(dtype)
-        return -jnp.exp(A_log)
+        log_A_real = self.log_A_real[...] if dtype is None else self.log_A_real[...].astype(dtype)
+        return -jnp.exp(log_A_real)
 
     def selection(self, u) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Δ (..., H), B (..., N), C (..., N) for inputs u (..., H) in their computation dtype."""
@@ -105,7 +108,7 @@ class S6Layer(SSMLayer):
         Bu = (step * u)[..., None] * B[..., None, :]
         return A_bar, Bu, C
 
-    def _forward(self, u, steps=None):
+    def _forward(self, u, step_sizes=None):
         """The parallel-scan form: u (..., L, H) -> y (..., L, H)."""
         A_bar, Bu, C = self._discretize(self.eigenvalues(u.dtype), u)  # (..., L, H, N), (..., L, N)
         states = _linear_recurrence(A_bar, Bu, axis=-3)  # all L states at once: (..., L, H, N)
@@ -117,7 +120,7 @@ class S6Layer(SSMLayer):
 
     # --- the recurrence: A is all that does not depend on the input ------------------------
 
-    def _discrete_system(self, length, dtype, steps=None) -> jax.Array:
+    def _discrete_system(self, length, dtype, step_sizes=None) -> jax.Array:
         """A (H, N): Δ, B and C come from each input, in ``step``."""
         return self.eigenvalues(dtype)
 
