@@ -12,7 +12,6 @@ the backward pass.
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -263,17 +262,25 @@ def _selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN
     T = min(chunk_size, L)
     n_chunks = -(-L // T)
 
-    def chunked(x):
-        """(..., L, ·) -> (n_chunks, T, batch, ·), time-major. The padding steps have Δ = 0:
-        exp(0·A) = 1 and 0·B = 0, so they pass the state through unchanged."""
+    def padded(x):
+        """(..., L, ·) -> (batch, n_chunks·T, ·). The padding steps have Δ = 0: exp(0·A) = 1
+        and 0·B = 0, so they pass the state through unchanged."""
         x = x.reshape(-1, L, x.shape[-1])
-        x = jnp.pad(x, ((0, 0), (0, n_chunks * T - L), (0, 0)))
-        return jnp.moveaxis(x, 1, 0).reshape(n_chunks, T, x.shape[0], x.shape[-1])
+        return x if n_chunks * T == L else jnp.pad(x, ((0, 0), (0, n_chunks * T - L), (0, 0)))
 
+    inputs = tuple(map(padded, (u, step, B, C)))
     one_chunk = _sequential_chunk if within_chunk == "sequential" else _associative_chunk
-    body = jax.checkpoint(functools.partial(one_chunk, A, reverse=reverse))
-    x0 = jnp.zeros((math.prod(batch_shape), H, A.shape[-1]), dtype)
-    _, y = jax.lax.scan(body, x0, tuple(map(chunked, (u, step, B, C))), reverse=reverse)
+
+    @jax.checkpoint  # the backward pass recomputes the chunk's states from x and the inputs
+    def chunk(x, index):
+        # The chunk's steps, time-major (T, batch, ·), sliced here rather than passed as the
+        # scan's xs: xs would be a transposed copy of every input.
+        chunk_inputs = tuple(jnp.moveaxis(jax.lax.dynamic_slice_in_dim(z, index * T, T, axis=1), 1, 0)
+                             for z in inputs)
+        return one_chunk(A, x, chunk_inputs, reverse=reverse)
+
+    x0 = jnp.zeros((inputs[0].shape[0], H, A.shape[-1]), dtype)
+    _, y = jax.lax.scan(chunk, x0, jnp.arange(n_chunks), reverse=reverse)  # y (n_chunks, T, batch, H)
     y = jnp.moveaxis(y.reshape(n_chunks * T, -1, H)[:L], 0, 1)  # (batch, L, H)
     return y.reshape(*batch_shape, L, H)
 
