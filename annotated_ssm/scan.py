@@ -292,7 +292,7 @@ def _selective_system(step, A, B, u):
 
 def _sequential_chunk(A, x, inputs, *, reverse: bool):
     """One chunk, step by step: state x (batch, H, N) and inputs (T, batch, ·) time-major ->
-    (the state after the chunk, y (T, batch, H)). No state of the chunk is kept."""
+    (the state after the chunk, y (T, batch, H)). Each state is read out as it is made."""
     def one_step(x, inputs_t):
         u_t, step_t, B_t, C_t = inputs_t
         decay, drive = _selective_system(step_t, A, B_t, u_t)
