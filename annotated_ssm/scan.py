@@ -186,9 +186,9 @@ def _ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
 # --- the selective scan: states chunk by chunk, never all at once -----------------------------
 
 # Steps per chunk. On the 2-core development CPU (B = 4, H = 64, N = 16, L = 1024 and 4096,
-# benchmarks/bench_selective_scan.py) 32-128 were equally fast and 64 plans the least memory
-# for the gradient at L = 4096; the carried states, one (B, H, N) per chunk, stay below
-# B·L·H values while N <= chunk_size.
+# benchmarks/bench_selective_scan.py) chunk sizes 16-256 were equally fast within the
+# noise; the gradient's plan grows with one chunk of states (B·T·H·N numbers) above 64 and
+# with the carried states (one (B, H, N) per chunk, B·L·H·N/T numbers) below it.
 SELECTIVE_SCAN_CHUNK_SIZE = 64
 WITHIN_CHUNK = ("sequential", "associative")
 
