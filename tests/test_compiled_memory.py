@@ -7,13 +7,16 @@ from annotated_ssm.layers import S4DLayer, S6Layer
 from annotated_ssm.book.compiled_memory import planned_temp_bytes
 
 
-def test_the_scan_plans_its_states_and_the_convolution_does_not():
+def test_the_whole_scan_plans_its_states_the_chunked_scan_and_the_convolution_do_not():
     B, L, H, N = 2, 256, 16, 16  # N as in Mamba
     states = B * L * H * N * 4  # one float32 copy of the selective layer's states
-    s6, s4d = S6Layer(H, N, rngs=nnx.Rngs(0)), S4DLayer(H, N, rngs=nnx.Rngs(0))
-    forward = planned_temp_bytes(s6, (B, L, H))
-    training = planned_temp_bytes(s6, (B, L, H), gradient=True)
+    whole = S6Layer(H, N, chunk_size=None, rngs=nnx.Rngs(0))  # one parallel scan over L
+    forward = planned_temp_bytes(whole, (B, L, H))
+    training = planned_temp_bytes(whole, (B, L, H), gradient=True)
     assert states <= forward < training  # the scan holds at least one copy; training more
+    chunked = S6Layer(H, N, chunk_size=16, rngs=nnx.Rngs(0))  # 16 chunks of 16 steps
+    assert planned_temp_bytes(chunked, (B, L, H), gradient=True) < states
+    s4d = S4DLayer(H, N, rngs=nnx.Rngs(0))
     assert planned_temp_bytes(s4d, (B, L, H), gradient=True) < states
 
 

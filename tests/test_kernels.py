@@ -11,7 +11,7 @@ import pytest
 from reference import relative_error
 
 from annotated_ssm.discretize import discretize_dense, discretize_diagonal
-from annotated_ssm.scan import linear_recurrence, parallel_scan, sequential_scan, ssm_recurrence
+from annotated_ssm.scan import linear_recurrence, parallel_scan, selective_scan, sequential_scan, ssm_recurrence
 from annotated_ssm.kernels import (bidirectional_conv, causal_conv, cauchy, dss_coefficients, dss_kernel,
                                    naive_kernel, s4_kernel, vandermonde_kernel)
 
@@ -235,7 +235,8 @@ def test_s4_kernel_default_chunking_gradient_equals_unchunked_float64():
 
 @pytest.mark.parametrize("kernel", [causal_conv, bidirectional_conv, cauchy, s4_kernel, dss_coefficients,
                                     dss_kernel, vandermonde_kernel, discretize_diagonal, discretize_dense,
-                                    sequential_scan, parallel_scan, linear_recurrence, ssm_recurrence])
+                                    sequential_scan, parallel_scan, linear_recurrence, ssm_recurrence,
+                                    selective_scan])
 def test_public_kernel_checks_then_calls_its_algorithm(kernel):
     # The package's one convention: a public function checks its arguments and calls its
     # private algorithm, which the chapters show and which checks nothing.

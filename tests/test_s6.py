@@ -12,6 +12,7 @@ from flax import nnx
 from reference import relative_error
 
 from annotated_ssm.layers import S6Layer, get_layer
+from annotated_ssm.book.compiled_memory import planned_temp_bytes
 
 
 def reference_s6(layer: S6Layer, u: np.ndarray) -> np.ndarray:
@@ -57,6 +58,54 @@ def test_float32_scan_matches_float64_sequential_reference(length):
         assert relative_error(layer.recurrent(u), expected) < 1e-5
 
 
+@pytest.mark.parametrize(("chunk_size", "within_chunk"),
+                         [(None, None), (1, "sequential"), (7, "sequential"), (7, "associative"),
+                          (16, "associative"), (50, "sequential"), (64, None)])  # L = 50
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_chunk_sizes_match_float64_reference(chunk_size, within_chunk, bidirectional):
+    layer = S6Layer(4, 16, chunk_size=chunk_size, within_chunk=within_chunk,
+                    bidirectional=bidirectional, rngs=nnx.Rngs(1))
+    u = np.asarray(jax.random.normal(jax.random.key(2), (2, 50, 4)))
+    expected = np.stack([reference_s6(layer, x) for x in u])
+    if bidirectional:  # the same SSM backwards in time, without D a second time
+        backward = np.stack([reference_s6(layer, x[::-1])[::-1] for x in u])
+        expected = expected + backward - np.asarray(layer.D[...], np.float64) * u
+    assert relative_error(layer(u), expected) < 1e-5
+    with jax.enable_x64(True):
+        assert relative_error(layer(u.astype(np.float64)), expected) < 1e-12
+
+
+def test_chunked_and_all_at_once_agree_to_float32_rounding():
+    u = jax.random.normal(jax.random.key(5), (2, 300, 8))
+    chunked, whole = (S6Layer(8, 16, chunk_size=size, bidirectional=True, rngs=nnx.Rngs(4))
+                      for size in (64, None))
+    assert relative_error(chunked(u), whole(u)) < 1e-6
+
+    def gradients(layer):
+        graphdef, params = nnx.split(layer)
+        return jax.grad(lambda p: jnp.sum(nnx.merge(graphdef, p)(u) ** 2))(params)
+
+    for g, e in zip(jax.tree.leaves(gradients(chunked)), jax.tree.leaves(gradients(whole))):
+        assert relative_error(g, e) < 1e-5
+
+
+def test_training_memory_is_linear_in_inputs_not_states():
+    # XLA's plan (compiled, never run) for the gradient: a few copies of the inputs and
+    # outputs, B·L·(H + N) numbers, plus one chunk of states and one carried state per
+    # chunk; never the B·L·H·N states of all steps. Doubling L adds what the inputs add.
+    B, H, N, T = 2, 32, 64, 64
+    layer = S6Layer(H, N, chunk_size=T, rngs=nnx.Rngs(0))
+    plan = {L: planned_temp_bytes(layer, (B, L, H), gradient=True) for L in (1024, 2048)}
+    inputs = lambda L: B * L * (H + N) * 4  # noqa: E731
+    chunk = B * T * H * N * 4
+    assert plan[1024] < 8 * inputs(1024) + 4 * chunk
+    assert plan[2048] - plan[1024] < 8 * inputs(1024)
+    assert plan[2048] - plan[1024] < B * 1024 * H * N * 4 / 2  # half a copy of the added states
+    whole = planned_temp_bytes(S6Layer(H, N, chunk_size=None, rngs=nnx.Rngs(0)), (B, 1024, H),
+                               gradient=True)
+    assert whole > B * 1024 * H * N * 4  # the all-at-once scan holds every state
+
+
 def test_selection_changes_the_step_per_token():
     # The defining property: Δ (and so the decay of the state) depends on the token.
     layer = S6Layer(4, 8, rngs=nnx.Rngs(3))
@@ -68,3 +117,14 @@ def test_selection_changes_the_step_per_token():
 def test_bad_dt_rank():
     with pytest.raises(ValueError, match="dt_rank must be an integer >= 1; got 0"):
         S6Layer(4, 8, dt_rank=0, rngs=nnx.Rngs(0))
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("chunk_size", 0, "chunk_size must be an integer >= 1; got 0"),
+    ("chunk_size", 16.0, "chunk_size must be an integer >= 1; got 16.0"),
+    ("chunk_size", True, "chunk_size must be an integer >= 1; got True"),
+    ("within_chunk", "parallel", "unknown within_chunk 'parallel'; choose one of"),
+])
+def test_bad_scan_options(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        S6Layer(4, 8, **{option: value}, rngs=nnx.Rngs(0))

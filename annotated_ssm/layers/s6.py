@@ -8,10 +8,12 @@ Each of the H channels runs N real states with a diagonal A (Gu and Dao, 2023, A
     y_ℓ = C_ℓ · x_ℓ + D ⊙ u_ℓ
 
 A_n = -(n + 1) at initialisation (S4D-Real), stored as ``log_A_real`` = log(-A). The system changes at every step, so there is
-no convolution kernel: ``layer(u)`` computes all states with the parallel scan of
-:func:`annotated_ssm.scan.linear_recurrence`, the one S5 uses for its time-varying step sizes.
-Its memory is O(B·L·H·N): every state of every step exists at once. Mamba's fused kernel
-keeps the states in on-chip memory and writes only y (B·L·H); this layer does not.
+no convolution kernel: ``layer(u)`` runs :func:`annotated_ssm.scan.selective_scan`, which
+cuts the sequence into chunks of ``chunk_size`` steps, carries the state (B, H, N) from
+chunk to chunk and reads each chunk's states out with C inside the chunk, recomputing them
+in the backward pass. Its memory is O(B·L·(H + N)) plus one chunk of states, not the
+O(B·L·H·N) of all states at once (``chunk_size=None``, one parallel scan over the whole
+sequence). Mamba's fused kernel goes further and keeps the states in on-chip memory.
 
 The bias b is ``softplus⁻¹(exp(log_step_size))``: Δ = exp(log_step_size) where the
 projection is 0, so ``log_step_size`` keeps the meaning (and the initial range) it has in
@@ -20,6 +22,7 @@ the other layers.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -27,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_positive_int
-from ..scan import _linear_recurrence
+from .._validation import check_choice, check_positive_int
+from ..scan import SELECTIVE_SCAN_CHUNK_SIZE, WITHIN_CHUNK, _selective_scan, _selective_system
 from .base import SSMLayer, SSMParam
 
 __all__ = ["S6Layer"]
@@ -40,7 +43,7 @@ def _inverse_softplus(x):
 
 
 class S6Layer(SSMLayer):
-    """H channels of N real, input-dependent (selective) diagonal SSMs, via a parallel scan.
+    """H channels of N real, input-dependent (selective) diagonal SSMs, via a chunked scan.
 
     Args:
         d_model: H, the number of channels.
@@ -49,6 +52,11 @@ class S6Layer(SSMLayer):
         step_min, step_max: bounds of the log-uniform initial step size Δ where the
             projection is zero.
         dt_rank: R, the rank of the projection u ↦ W_Δ u (H → R → H); None: ⌈H/16⌉, Mamba's.
+        chunk_size: steps per chunk of :func:`annotated_ssm.scan.selective_scan` (an integer
+            >= 1; default ``scan.SELECTIVE_SCAN_CHUNK_SIZE``, measured). None: all states at
+            once by one parallel scan, O(B·L·H·N) memory (the reference).
+        within_chunk: ``"sequential"`` or ``"associative"``, how a chunk's states are
+            computed; None: the scan's default for the backend (sequential on a CPU).
         rngs: nnx.Rngs; uses ``rngs.params()``.
 
     Parameters: ``log_A_real`` (H, N), log(-A) (A = -exp(log_A_real), real), and
@@ -66,12 +74,17 @@ class S6Layer(SSMLayer):
         step_min: float = 1e-3,
         step_max: float = 1e-1,
         dt_rank: int | None = None,
+        chunk_size: int | None = SELECTIVE_SCAN_CHUNK_SIZE,
+        within_chunk: str | None = None,
         rngs: nnx.Rngs,
     ):
         self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min,
                             step_max=step_max, rngs=rngs)
         H, N = self.d_model, self.state_size
         self.dt_rank = math.ceil(H / 16) if dt_rank is None else check_positive_int("dt_rank", dt_rank)
+        self.chunk_size = None if chunk_size is None else check_positive_int("chunk_size", chunk_size)
+        self.within_chunk = None if within_chunk is None else check_choice("within_chunk", within_chunk,
+                                                                           WITHIN_CHUNK)
         A = np.broadcast_to(np.arange(1, N + 1, dtype=np.float32), (H, N))  # S4D-Real: -(n+1)
         self.log_A_real = SSMParam(jnp.asarray(np.log(A)))
         self._init_log_step_size(rngs, (H,))
@@ -104,18 +117,16 @@ class S6Layer(SSMLayer):
     def _discretize(self, A, u):
         """Ā (..., H, N) and B̄u (..., H, N) for inputs u (..., H), and C (..., N)."""
         step, B, C = self.selection(u)
-        A_bar = jnp.exp(step[..., None] * A)
-        Bu = (step * u)[..., None] * B[..., None, :]
-        return A_bar, Bu, C
+        return *_selective_system(step, A, B, u), C
 
     def _forward(self, u, step_sizes=None):
-        """The parallel-scan form: u (..., L, H) -> y (..., L, H)."""
-        A_bar, Bu, C = self._discretize(self.eigenvalues(u.dtype), u)  # (..., L, H, N), (..., L, N)
-        states = _linear_recurrence(A_bar, Bu, axis=-3)  # all L states at once: (..., L, H, N)
-        y = jnp.einsum("...ln,...lhn->...lh", C, states)
+        """The chunked-scan form: u (..., L, H) -> y (..., L, H)."""
+        step, B, C = self.selection(u)  # (..., L, H), (..., L, N), (..., L, N)
+        scan = functools.partial(_selective_scan, u, step, self.eigenvalues(u.dtype), B, C,
+                                 chunk_size=self.chunk_size, within_chunk=self.within_chunk)
+        y = scan()
         if self.bidirectional:
-            backward = _linear_recurrence(A_bar, Bu, axis=-3, reverse=True)
-            y = y + jnp.einsum("...ln,...lhn->...lh", C, backward)
+            y = y + scan(reverse=True)
         return y + self._skip(u.dtype) * u
 
     # --- the recurrence: A is all that does not depend on the input ------------------------
@@ -131,5 +142,6 @@ class S6Layer(SSMLayer):
     def _step(self, A, state, u_t):
         A_bar, Bu, C = self._discretize(A, u_t)
         state = A_bar * state + Bu
-        return state, jnp.einsum("...n,...hn->...h", C, state) + self._skip(u_t.dtype) * u_t
+        y = jnp.einsum("...n,...hn->...h", C, state, precision=jax.lax.Precision.HIGHEST)
+        return state, y + self._skip(u_t.dtype) * u_t
 
