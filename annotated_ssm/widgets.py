@@ -500,8 +500,8 @@ def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
 
     The layer is :func:`annotated_ssm.explorer_numerics.gated_s6_layer` (inputs: content,
     gate, 1); the contents are seeded normal draws, every gate is 0 (the base step) except
-    the chosen token's. Numbers from :func:`annotated_ssm.explorer_numerics.
-    selective_responses`; the input's shape never changes, so nothing is compiled again.
+    the chosen token's. Numbers from :func:`.selective_responses`; the input's
+    shape never changes, so nothing is compiled again.
     """
     layer = gated_s6_layer()
     content = np.random.default_rng(seed).standard_normal(length)
