@@ -17,6 +17,11 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   desktop, ☰ must hide the navigation column and Contents, where the table of contents is
   behind it, open it.
 
+- search: for each of SEARCH_WORDS, search.html lists results, every excerpt shown holds a
+  word of the query (the sentence it was found in, not the top of the page), and the search
+  fetches each result's text (NAME.search.txt), never a whole page
+  (tools/sphinx_ext/search_excerpts.py); the bytes it downloaded are reported.
+
 A page that only redirects (Jupyter Book's index.html) is not opened: the page it leads to
 is checked, and a redirect to a page that does not exist is a problem.
 
@@ -47,6 +52,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
 MAX_CODE_LINE = 100
 WIDE = 1920  # a wide desktop, measured besides 1280 px
+SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
 PRIMARY = ".bd-sidebar-primary"
 SECONDARY = ".bd-sidebar-secondary"
 
@@ -271,6 +277,44 @@ def screenshots(browser: Browser, base: str, headings_page: str, chapters: list[
         page.context.close()
 
 
+def check_search(browser: Browser, base: str, query: str) -> tuple[str, list[str]]:
+    """Searches for ``query``; what was found and downloaded, and the problems."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    blocked: list[str] = []
+    offline(context, base, blocked)
+    page = context.new_page()
+    fetched: dict[str, int] = {}
+    page.on("requestfinished",
+            lambda request: fetched.__setitem__(request.url.split("?")[0],
+                                                request.sizes()["responseBodySize"]))
+    page.goto(base + "search.html?q=" + query.replace(" ", "+"), wait_until="load")
+    page.wait_for_function("""() => {
+        const status = document.querySelector("p.search-summary");
+        return status && /found|did not match/.test(status.innerText);
+    }""", timeout=60000)
+    # The excerpts arrive one result after another: until every result without a
+    # description (an object's entry has one instead) has its excerpt.
+    page.wait_for_function("""() => [...document.querySelectorAll("ul.search li")]
+        .every(item => item.querySelector("p.context, span"))""", timeout=60000)
+    results = page.eval_on_selector_all("ul.search li", """items => items.map(item => [
+        item.querySelector("a").innerText,
+        (item.querySelector("p.context") || {}).innerText || null])""")
+    context.close()
+    words = [w for w in query.lower().split() if len(w) > 2]
+    found = [f"blocked request (offline): {url}" for url in blocked]
+    if not results:
+        found.append("no results")
+    for title, excerpt in results:
+        if excerpt is not None and not any(word in excerpt.lower() for word in words):
+            found.append(f"the excerpt under {title!r} does not show the query: {excerpt[:80]!r}")
+    pages_fetched = [url for url in fetched if url.endswith(".html")
+                     and not url.endswith("/search.html")]
+    found += [f"fetched a whole page for an excerpt: {url}" for url in pages_fetched]
+    texts = sum(size for url, size in fetched.items() if url.endswith(".search.txt"))
+    return (f"{len(results)} results, {sum(fetched.values()) / 1e6:.2f} MB downloaded "
+            f"({texts / 1e6:.2f} MB of it the results' text)"), found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -309,6 +353,14 @@ def main(argv: list[str] | None = None) -> int:
                   + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
             for problem in found:
                 print(f"    {problem}")
+        if not args.pages:
+            for query in SEARCH_WORDS:
+                what, found = check_search(browser, base, query)
+                bad += bool(found)
+                print(f"search {query!r}: {what}: "
+                      + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
+                for problem in found:
+                    print(f"    {problem}")
         if args.shots:
             headings = next((p for p in chapters if "s4.html" in p), chosen[0])
             screenshots(browser, base, headings, chapters, args.shots)

@@ -16,12 +16,17 @@ A cross-reference by a short name (:class:`ModelConfig` in ``annotated_ssm.model
 the one object of the package with that name, wherever it is documented, so the references
 survive a module's move.
 
+The pages autosummary generated in an earlier build (``api_reference_dir``) are removed
+before it generates them again: a module that moved or was renamed leaves no stale page.
+
 Nothing in the package is changed; a docstring that renders well already is left as is.
 """
 
 from __future__ import annotations
 
+import pathlib
 import re
+import shutil
 
 # Google-style section headers napoleon reads (their bodies are indented by design).
 SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Arguments|Other Parameters|"
@@ -132,7 +137,17 @@ def _resolve_short_name(app, env, node, contnode):
                                node, contnode)
 
 
+def _remove_generated_pages(app):
+    folder = pathlib.Path(app.srcdir) / app.config.api_reference_dir
+    if folder.is_dir() and folder.resolve().is_relative_to(pathlib.Path(app.srcdir).resolve()):
+        shutil.rmtree(folder)
+
+
 def setup(app):
+    # Where autosummary writes the API reference's pages (book/reference.md's toctree).
+    app.add_config_value("api_reference_dir", "book/reference", "env")
+    # Before autosummary generates them (its handler has the default priority, 500).
+    app.connect("builder-inited", _remove_generated_pages, priority=400)
     # Before napoleon (priority 500), which reads the sections this leaves in place.
     app.connect("autodoc-process-docstring", _process, priority=400)
     app.connect("autodoc-process-docstring", _undo_sentence_as_type, priority=600)
