@@ -17,6 +17,10 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   desktop, ☰ must hide the navigation column and Contents, where the table of contents is
   behind it, open it.
 
+- weight: the bytes a page downloads before the reader scrolls (every response until the
+  network is idle after typesetting, on the desktop and on the phone), at most MAX_WEIGHT
+  (tools/sphinx_ext/site_weight.py: explorer frames as files, lazy images, no icon script);
+  the heaviest page is reported;
 - search: for each of SEARCH_WORDS, search.html lists results, every excerpt shown holds a
   word of the query (the sentence it was found in, not the top of the page), and the search
   fetches each result's text (NAME.search.txt), never a whole page
@@ -51,6 +55,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The checks that run inside each page (globals: inspect, scrollingBlocks, cutOff, onScreen).
 IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
 MAX_CODE_LINE = 100
+MAX_WEIGHT = 2_500_000  # bytes, uncompressed, downloaded before the reader scrolls
 WIDE = 1920  # a wide desktop, measured besides 1280 px
 SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
 PRIMARY = ".bd-sidebar-primary"
@@ -89,6 +94,9 @@ def problems(report: dict) -> list[str]:
     lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
     if report["overflow"]:
         lines.append(f"horizontal overflow: {report['overflow']}")
+    if report["weight"] > MAX_WEIGHT:
+        lines.append(f"downloads {report['weight'] / 1e6:.2f} MB before scrolling "
+                     f"(at most {MAX_WEIGHT / 1e6:.1f} MB)")
     lines += [f"1280 px: {text}" for text in report["wideCode"] + report["scrolling"]]
     lines += [f"1920 px: {text}" for text in report["scrollingWide"]]
     lines += [f"1280 px: {text}" for text in report["cutDesktop"] + report["togglesDesktop"]]
@@ -98,7 +106,8 @@ def problems(report: dict) -> list[str]:
 
 def summary(report: dict) -> str:
     """What was measured on a page, problems or not."""
-    return (f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
+    return (f"{report['weight'] / 1e6:.2f} MB before scrolling; "
+            f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
             f"code/output blocks scroll sideways (1920 px: {len(report['scrollingWide'])}), "
             f"{len(report['cutDesktop'])} cut off, "
             f"{len(report['togglesDesktop'])} button failures; 400 px: "
@@ -211,14 +220,20 @@ def open_page(browser: Browser, base: str, url: str, width: int) -> tuple[Page, 
         viewport={"width": width, "height": 800 if phone else 900},
         **({"is_mobile": True, "has_touch": True} if phone else {}))
     context.add_init_script(script=IN_PAGE)
-    report = {"console": [], "exceptions": [], "blocked": []}
+    report = {"console": [], "exceptions": [], "blocked": [], "weight": 0}
     offline(context, base, report["blocked"])
     page = context.new_page()
+    sizes: dict[str, int] = {}
+    page.on("requestfinished",
+            lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]))
     page.on("console", lambda message: message.type == "error"
             and report["console"].append(message.text[:200]))
     page.on("pageerror", lambda error: report["exceptions"].append(str(error)[:200]))
     page.goto(url, wait_until="load")
     wait_for_math(page)
+    # What typesetting and the first screen's lazy images still fetch.
+    page.wait_for_load_state("networkidle")
+    report["weight"] = sum(sizes.values())
     return page, report
 
 
@@ -245,6 +260,7 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     report["togglesPhone"] = toggles(phone, True, shot)
     for key in ("console", "exceptions", "blocked"):
         report[key] += [item for item in phone_report[key] if item not in report[key]]
+    report["weight"] = max(report["weight"], phone_report["weight"])
     phone.context.close()
     return report
 
@@ -338,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(dict.fromkeys(chosen))  # a page reached directly and by a redirect: once
     chapters = [page for page in chosen if page.startswith("book/0")]
     bad = 0
+    heaviest = (0, "")
     for page, target in redirects.items():
         missing = not (args.site / target).exists()
         bad += missing
@@ -347,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     with serve(args.site) as base, chromium(args.chromium) as browser:
         for page in chosen:
             report = check_page(browser, base, page, args.shots)
+            heaviest = max(heaviest, (report["weight"], page))
             found = problems(report)
             bad += bool(found)
             print(f"{page}: {summary(report)}: "
                   + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
             for problem in found:
                 print(f"    {problem}")
-        if not args.pages:
+        if not args.pages and (args.site / "search.html").exists():
             for query in SEARCH_WORDS:
                 what, found = check_search(browser, base, query)
                 bad += bool(found)
@@ -364,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.shots:
             headings = next((p for p in chapters if "s4.html" in p), chosen[0])
             screenshots(browser, base, headings, chapters, args.shots)
+    print(f"heaviest page before scrolling: {heaviest[1]}, {heaviest[0] / 1e6:.2f} MB "
+          f"(at most {MAX_WEIGHT / 1e6:.1f} MB)")
     print(f"{len(chosen) + len(redirects)} pages, {bad} with problems")
     return 1 if bad else 0
 
