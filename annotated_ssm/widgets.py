@@ -185,6 +185,9 @@ class Explorer:
         self._disable_idle_controls()
         self.image = w.Image(value=self.render(), format="png",
                              layout=w.Layout(max_width="100%", height="auto"))
+        for control in self.controls.values():
+            # Touch targets of at least 32 px (a slider's default track is 28 px high).
+            control.layout.min_height = "32px"
         self.widget = w.VBox([w.HBox(list(self.controls.values()),
                                      layout=w.Layout(flex_flow="row wrap")), self.image])
         for control in self.controls.values():

@@ -17,6 +17,13 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   desktop, ☰ must hide the navigation column and Contents, where the table of contents is
   behind it, open it.
 
+- the page's table of contents on screen, without pressing anything, at 1280 and 1440 px
+  (where the page has one; tools/sphinx_ext/static/site_layout.css);
+- on the phone: every figure's smallest label estimated in CSS px (the book's smallest
+  figure font, FIGURE_MIN_PT at 100 dpi, times shown/drawn width); one below MIN_LABEL_PX
+  must open at its drawn size when tapped (which is checked on the first one: the opened
+  figure's width); headings sized for phones; wide display equations with a scroll cue;
+  explorer controls at least MIN_TARGET px high; the smallest label is reported;
 - weight: the bytes a page downloads before the reader scrolls (every response until the
   network is idle after typesetting, on the desktop and on the phone), at most MAX_WEIGHT
   (tools/sphinx_ext/site_weight.py: explorer frames as files, lazy images, no icon script);
@@ -56,6 +63,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
 MAX_CODE_LINE = 100
 MAX_WEIGHT = 2_500_000  # bytes, uncompressed, downloaded before the reader scrolls
+FIGURE_MIN_PT = 8  # the smallest font the chapters' figures use (annotated_ssm/plotting.py)
+MIN_LABEL_PX = 9  # CSS px
+MIN_TARGET = 32  # CSS px: a control's height on a phone
+TOC_WIDTHS = (1280, 1440)
 WIDE = 1920  # a wide desktop, measured besides 1280 px
 SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
 PRIMARY = ".bd-sidebar-primary"
@@ -101,12 +112,17 @@ def problems(report: dict) -> list[str]:
     lines += [f"1920 px: {text}" for text in report["scrollingWide"]]
     lines += [f"1280 px: {text}" for text in report["cutDesktop"] + report["togglesDesktop"]]
     lines += [f"400 px: {text}" for text in report["cutPhone"] + report["togglesPhone"]]
+    lines += [f"400 px: {text}" for text in report.get("phone", [])]
+    lines += [f"{width} px: the page's table of contents is not on screen"
+              for width in report.get("tocHidden", [])]
     return lines
 
 
 def summary(report: dict) -> str:
     """What was measured on a page, problems or not."""
-    return (f"{report['weight'] / 1e6:.2f} MB before scrolling; "
+    smallest = report.get("smallestLabel")
+    label = "" if smallest is None else f"smallest figure label at 400 px ~{smallest:.1f} px; "
+    return (f"{report['weight'] / 1e6:.2f} MB before scrolling; {label}"
             f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
             f"code/output blocks scroll sideways (1920 px: {len(report['scrollingWide'])}), "
             f"{len(report['cutDesktop'])} cut off, "
@@ -154,13 +170,14 @@ def toggles(page: Page, phone: bool, shot) -> list[str]:
     def press(button):
         button.tap() if phone else button.click()
 
-    def close(selector, button) -> bool:
-        # A drawer is a modal dialog (Escape closes it); the desktop column toggles back.
+    def close(selector, button, shown_before: bool) -> bool:
+        # A drawer is a modal dialog (Escape closes it); the desktop column toggles back to
+        # how it was (shown, or behind ☰ between 1200 and 1600 px: site_layout.css).
         if page.locator(f"dialog{selector}[open]").count():
             page.keyboard.press("Escape")
         else:
             press(button)
-        return becomes(page, selector, not phone)
+        return becomes(page, selector, shown_before)
 
     menu = shown_button(page, ".primary-toggle")
     if menu is None:
@@ -176,7 +193,7 @@ def toggles(page: Page, phone: bool, shot) -> list[str]:
         else:
             if phone:
                 shot("menu")
-            if not close(PRIMARY, menu):
+            if not close(PRIMARY, menu, before):
                 found.append("the navigation does not close again")
 
     # The page's table of contents, where the page has one.
@@ -237,12 +254,52 @@ def open_page(browser: Browser, base: str, url: str, width: int) -> tuple[Page, 
     return page, report
 
 
+def read_on_phone(page: Page) -> dict:
+    """What check_site.js's phoneChecks finds, after every figure has loaded; and a tap on
+    the first figure that opens larger must show it at its drawn width."""
+    page.evaluate("""async () => {
+        for (const img of document.querySelectorAll("article img")) {
+            img.loading = "eager";
+            if (!img.complete) await new Promise(done => { img.onload = img.onerror = done; });
+        }
+        await new Promise(done => requestAnimationFrame(() => setTimeout(done, 50)));
+    }""")
+    found = page.evaluate("args => phoneChecks(...args)", [FIGURE_MIN_PT, MIN_LABEL_PX, MIN_TARGET])
+    zoomable = page.locator("article img.zoomable")
+    if zoomable.count():
+        first = zoomable.first
+        first.scroll_into_view_if_needed()
+        drawn = first.evaluate("img => img.naturalWidth")
+        first.tap()
+        opened = page.locator(".figure-zoom img")
+        if not opened.count():
+            found["problems"].append("tapping a shrunk figure does not open it")
+        else:
+            shown = opened.first.evaluate("img => img.getBoundingClientRect().width")
+            if abs(shown - drawn) > 1:
+                found["problems"].append(f"a tapped figure opens {shown:.0f} px wide, "
+                                         f"not at its drawn {drawn} px")
+            page.locator(".figure-zoom").first.tap()
+            if page.locator(".figure-zoom").count():
+                found["problems"].append("a tap does not close the opened figure")
+    return found
+
+
 def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | None) -> dict:
     """One page's report: at 1280 px (and 1920 px), then on a 400 px phone."""
     page, report = open_page(browser, base, base + name, 1280)
     report.update(page.evaluate("max => inspect(max)", MAX_CODE_LINE), page=name)
     report["scrolling"] = page.evaluate("() => scrollingBlocks()")
     report["cutDesktop"] = page.evaluate("() => cutOff()")
+    report["tocHidden"] = []
+    if page.locator(f"{SECONDARY} nav a, {SECONDARY} .page-toc a").count():
+        for width in TOC_WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(100)
+            if not on_screen(page, SECONDARY):
+                report["tocHidden"].append(width)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.wait_for_timeout(100)
     report["togglesDesktop"] = toggles(page, False, lambda what: None)
     # A wide screen, where the page's table of contents has a column of its own.
     page.set_viewport_size({"width": WIDE, "height": 900})
@@ -252,6 +309,8 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     # The same page on a phone: console errors and exceptions there count too.
     phone, phone_report = open_page(browser, base, base + name, 400)
     report["cutPhone"] = phone.evaluate("() => cutOff()")
+    readable = read_on_phone(phone)
+    report["phone"], report["smallestLabel"] = readable["problems"], readable["smallest"]
 
     def shot(what):
         if shots:
