@@ -1,8 +1,8 @@
 /* Figures on phones (site_layout.css, part 3): a chapter's figure drawn wider than it is
  * shown can be tapped to open at its own size, full screen, scrolling sideways; a tap
- * closes it. Only where the figure is shown at most 3/4 of its drawn width. */
+ * closes it. Only where the figure is shown narrower than it was drawn (below 95 %). */
 document.addEventListener("DOMContentLoaded", () => {
-  const SHRUNK = 0.75;
+  const SHRUNK = 0.95;
   const phone = window.matchMedia("(max-width: 767.98px)");
 
   const mark = (img) => {
