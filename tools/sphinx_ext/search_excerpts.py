@@ -46,7 +46,7 @@ def _html(node) -> str:
         ident = node["ids"][0] if node["ids"] else ""
         inner = "".join(_html(child) for child in node.children)
         return f'<section id="{html.escape(ident)}">\n{inner}</section>\n'
-    if isinstance(node, nodes.TextElement) and not node.traverse(nodes.raw):
+    if isinstance(node, nodes.TextElement) and next(node.findall(nodes.raw), None) is None:
         return html.escape(node.astext()) + "\n"
     if isinstance(node, nodes.Text):
         return html.escape(node.astext())
