@@ -238,7 +238,8 @@ def is_current(cell: dict, source: str) -> bool:
     """The cell holds ``source``, is collapsed on the website (its output hidden), a form in
     Colab, and skipped by nbval's check."""
     tags = cell["metadata"].get("tags", [])
-    return ("".join(cell["source"]) == source and all(t in tags for t in (TAG, OUTPUT_TAG, NBVAL_TAG))
+    return ("".join(cell["source"]) == source
+            and all(tag in tags for tag in (TAG, OUTPUT_TAG, NBVAL_TAG))
             and cell["metadata"].get("cellView") == CELL_VIEW)
 
 

@@ -29,7 +29,8 @@ import re
 import shutil
 
 # Google-style section headers napoleon reads (their bodies are indented by design).
-SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Arguments|Other Parameters|"
+SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Arguments|"
+                     r"Other Parameters|"
                      r"Returns?|Yields?|Raises|Warns|Attributes|Methods|Examples?|Notes?|"
                      r"References|See Also|Todo|Warning|Warnings)\s*:\s*$")
 # Where the text of a list item starts: "- item", "* item", "1. item", "(a) item".

@@ -32,6 +32,6 @@ def setup(app):
     app.add_js_file(JS.name, loading_method="defer")
     # Sphinx copies static files only when some page is rewritten: a changed stylesheet
     # changes this value, which makes Sphinx rewrite every page (and so copy it).
-    app.add_config_value("site_layout_css_digest", hashlib.sha256(CSS.read_bytes() + JS.read_bytes()).hexdigest(),
-                         "html")
+    digest = hashlib.sha256(CSS.read_bytes() + JS.read_bytes()).hexdigest()
+    app.add_config_value("site_layout_css_digest", digest, "html")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

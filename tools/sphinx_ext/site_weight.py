@@ -31,9 +31,10 @@ import re
 EXPLORER = re.compile(r'(<div class="annotated-ssm-explorer" data-explorer=")([^"]*)(")')
 DATA_URL = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,([A-Za-z0-9+/=]+)")
 IMG = re.compile(r"<img(?![^>]*\sloading=)")
-FONTAWESOME = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
-SEARCH_SCRIPTS = re.compile(r'\s*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|'
-                            r'searchindex\.js)"></script>')
+FONTAWESOME = re.compile(
+    r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+SEARCH_SCRIPTS = re.compile(r'\s*<script src="[^"]*(?:_static/searchtools\.js|'
+                            r'_static/language_data\.js|searchindex\.js)"></script>')
 # The theme's icon fonts as its stylesheet declares them (WOFF2, then TrueType).
 FONT_FACE = re.compile(r'src:url\((\.\./vendor/fontawesome/webfonts/)(fa-[a-z]+-\d+)\.woff2\) '
                        r'format\("woff2"\),url\(\.\./vendor/fontawesome/webfonts/\2\.ttf\) '
@@ -130,7 +131,8 @@ def _subset_icon_fonts(outdir: pathlib.Path) -> None:
     text = "".join(path.read_text(encoding="utf-8", errors="replace")
                    for pattern in ("**/*.html", "_static/**/*.js")
                    for path in outdir.glob(pattern))
-    used = {by_class[name] for name in set(re.findall(r"\bfa-[a-z0-9-]+", text)) if name in by_class}
+    named = set(re.findall(r"\bfa-[a-z0-9-]+", text))
+    used = {by_class[name] for name in named if name in by_class}
     # Icons the stylesheets draw themselves (admonitions, toggles): private-use characters.
     # (Font Awesome's own rule for each of its 1,870 classes is left out: a class counts when
     # a page or script names it.)
