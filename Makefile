@@ -157,4 +157,4 @@ check-site: $(STAMP)
 	$(BIN)/python tools/check_explorers.py
 
 clean:
-	rm -rf _build .cache
+	rm -rf _build .cache book/reference
