@@ -77,8 +77,8 @@ def check_system(A, B, C=None, D=None) -> System:
         A :class:`System` with A (N, N), B (N, M), C (P, N), D (P, M).
 
     Raises:
-        ValueError naming the argument: A not square, B or C not matching N, D not (P, M),
-        or a NaN / infinite entry anywhere.
+        ValueError: naming the argument, if A is not square, B or C does not match N,
+            D is not (P, M), or any entry is NaN or infinite.
     """
     A = _as_array("A", A)
     check_square("A", A)

@@ -52,8 +52,9 @@ def setup_cell_problems(notebook) -> list[str]:
         return ["no code cell"]
     if source(cells[0]) != SETUP_CELL:
         return ["first code cell differs from tools/setup_cell.py (run `python tools/setup_cell.py` on it)"]
-    if SETUP_TAG not in cells[0]["metadata"].get("tags", []):
-        return [f"the setup cell lacks the {SETUP_TAG!r} tag (run `python tools/setup_cell.py` on it)"]
+    if not _SETUP_TOOL.is_current(cells[0], SETUP_CELL):
+        return ["the setup cell lacks its tags or Colab's form view "
+                "(run `python tools/setup_cell.py` on it)"]
     return []
 
 
@@ -213,7 +214,8 @@ def make_notebook(*sources, counts=None, outputs=None):
     cells = [{"cell_type": "code", "source": s, "execution_count": c, "outputs": o, "metadata": {}}
              for s, c, o in zip(sources, counts, outputs)]
     if cells:
-        cells[0]["metadata"]["tags"] = [SETUP_TAG, "nbval-ignore-output"]
+        cells[0]["metadata"]["tags"] = [SETUP_TAG, _SETUP_TOOL.OUTPUT_TAG, "nbval-ignore-output"]
+        cells[0]["metadata"]["cellView"] = _SETUP_TOOL.CELL_VIEW
         cells[0]["metadata"]["nbval_reason"] = _SETUP_TOOL.NBVAL_REASON
     return {"cells": [{"cell_type": "markdown", "source": "# Title", "metadata": {}}, *cells],
             "metadata": {}}
@@ -229,6 +231,15 @@ def test_checks_accept_a_good_notebook():
     good["cells"][-1]["metadata"] = {"tags": ["nbval-ignore-output"],
                                      "nbval_reason": "timings differ between runs"}
     assert all(check(good) == [] for check in CHECKS)
+
+
+def test_setup_cell_check_catches_a_cell_without_its_form_view_or_tags():
+    notebook = make_notebook(SETUP_CELL)
+    del notebook["cells"][1]["metadata"]["cellView"]
+    assert setup_cell_problems(notebook)
+    notebook = make_notebook(SETUP_CELL)
+    notebook["cells"][1]["metadata"]["tags"].remove(_SETUP_TOOL.OUTPUT_TAG)
+    assert setup_cell_problems(notebook)
 
 
 def test_setup_cell_check_catches_an_edited_cell():
@@ -264,17 +275,19 @@ def test_marker_check_catches_tags_without_a_reason(metadata):
 def test_line_length_check_catches_long_code_and_printed_lines():
     long = "y" * (MAX_LINE + 1)
     assert line_length_problems(make_notebook(f"x = '{long}'"))
-    assert line_length_problems(make_notebook("print(s)", outputs=[[stream("ok\n" + long)]]))
+    # (not in the first cell: the setup cell's output is hidden from the website)
+    assert line_length_problems(make_notebook("pass", "print(s)",
+                                              outputs=[[], [stream("ok\n" + long)]]))
     result = {"output_type": "execute_result", "data": {"text/plain": long}, "metadata": {}}
-    assert line_length_problems(make_notebook("s", outputs=[[result]]))
+    assert line_length_problems(make_notebook("pass", "s", outputs=[[], [result]]))
     hidden = make_notebook(f"x = '{long}'")
     hidden["cells"][-1]["metadata"]["tags"] = ["remove-input"]
     assert not line_length_problems(hidden)
     # Package source shown by show_source: the reader sees its text, highlighted (text/html).
     listing = {"output_type": "execute_result", "metadata": {},
                "data": {"text/plain": f"def f():\n    {long}", "text/html": "<div>…</div>"}}
-    assert line_length_problems(make_notebook("show_source(f)", outputs=[[listing]]))
-    assert not line_length_problems(make_notebook("fig", outputs=[[listing]]))  # its HTML shows
+    assert line_length_problems(make_notebook("pass", "show_source(f)", outputs=[[], [listing]]))
+    assert not line_length_problems(make_notebook("pass", "fig", outputs=[[], [listing]]))  # HTML
 
 
 def test_widget_state_check_catches_stored_state():

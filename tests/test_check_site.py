@@ -36,7 +36,7 @@ PAGE = """<!doctype html>
 
 
 def test_problems_lists_each_width():
-    report = {"console": [], "exceptions": [], "blocked": [], "overflow": None,
+    report = {"console": [], "exceptions": [], "blocked": [], "overflow": None, "weight": 1e6,
               "wideCode": [], "scrolling": ["code block scrolls sideways"],
               "scrollingWide": [], "cutDesktop": [],
               "togglesDesktop": [], "cutPhone": ['table "x" cut off'],
@@ -44,6 +44,17 @@ def test_problems_lists_each_width():
     assert _check_site().problems(report) == [
         "1280 px: code block scrolls sideways", '400 px: table "x" cut off',
         "400 px: tapping ☰ does not open the site's navigation"]
+
+
+def test_a_heavy_page_is_a_problem():
+    check_site = _check_site()
+    report = {"console": [], "exceptions": [], "blocked": [], "overflow": None,
+              "weight": check_site.MAX_WEIGHT + 1, "wideCode": [], "scrolling": [],
+              "scrollingWide": [], "cutDesktop": [], "togglesDesktop": [], "cutPhone": [],
+              "togglesPhone": []}
+    assert check_site.problems(report) == ["downloads 2.50 MB before scrolling (at most 2.5 MB)"]
+    report["weight"] = check_site.MAX_WEIGHT
+    assert check_site.problems(report) == []
 
 
 @pytest.mark.skipif(not pathlib.Path(CHROMIUM).exists(), reason="needs Chromium")

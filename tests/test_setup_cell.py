@@ -40,6 +40,7 @@ setup_cell = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(setup_cell)
 FLOORS = setup_cell.floors()
 VERSION, URL, BRANCH = setup_cell.version(), setup_cell.repository_url(), setup_cell.branch()
+ISSUES = setup_cell.issues_url()
 TAG = f"v{VERSION}"
 CELL = setup_cell.setup_cell_source()
 JAX = importlib.metadata.version("jax")
@@ -50,25 +51,38 @@ INSTALLS_BRANCH = (f"installing annotated-ssm from branch {BRANCH} (no tag {TAG}
                    "the code may be newer than these outputs)")
 
 # Runs CELL in IPython after PRELUDE. FAKE maps "git" / "pip" to the (returncode, output)
-# the stand-in subprocess.run answers with (the cell reads stdout and stderr together); a
-# tool not in FAKE runs for real. MODULES are put in sys.modules first (as if the session
-# had imported them). Prints one JSON line: the commands (with the constraints file's text
-# after a pip command), what the reader saw, and the exception's class.
+# the stand-in subprocess.Popen answers with (the cell reads stdout and stderr together, line
+# by line); a tool not in FAKE runs for real. MODULES are put in sys.modules first (as if the
+# session had imported them). Prints one JSON line: the commands (with the constraints
+# file's text after a pip command), what the reader saw, what the reader had seen when each
+# line of a faked tool's output was read, and the exception's class.
 HARNESS = r'''
 import contextlib, io, json, subprocess, sys, types
-calls, real_run = [], subprocess.run
+calls, seen, RealPopen = [], [], subprocess.Popen
 
-def run(command, **kwargs):
+class FakePopen:
+    def __init__(self, returncode, output):
+        self.returncode, self.stdout = returncode, self.lines(output)
+
+    def lines(self, output):
+        for line in io.StringIO(output):
+            seen.append(shown.getvalue())  # before this line is read
+            yield line
+
+    def wait(self):
+        return self.returncode
+
+def popen(command, **kwargs):
     tool = "git" if command[0] == "git" else "pip"
     calls.append(command)
     if tool == "pip" and "-c" in command:
         with open(command[command.index("-c") + 1]) as constraints:
             calls.append(constraints.read())
     if tool not in FAKE:
-        return real_run(command, **kwargs)
-    return subprocess.CompletedProcess(command, *FAKE[tool], None)
+        return RealPopen(command, **kwargs)
+    return FakePopen(*FAKE[tool])
 
-subprocess.run = run
+subprocess.Popen = popen
 exec(PRELUDE)
 sys.modules.update({name: types.ModuleType(name) for name in MODULES})
 if COLAB:
@@ -81,7 +95,7 @@ from IPython.core.interactiveshell import InteractiveShell
 shell, shown = InteractiveShell.instance(), io.StringIO()
 with contextlib.redirect_stdout(shown):
     error = shell.run_cell(CELL).error_in_exec
-print(json.dumps({"calls": calls, "shown": shown.getvalue(),
+print(json.dumps({"calls": calls, "shown": shown.getvalue(), "seen": seen,
                   "error": type(error).__name__ if error else None}))
 '''
 
@@ -206,17 +220,82 @@ def test_in_colab_without_the_release_tag_it_installs_the_branch_and_says_so(tmp
     assert report["shown"].splitlines()[0] == INSTALLS_BRANCH
 
 
-def test_in_colab_a_failed_install_shows_pips_message_then_one_sentence(tmp_path):
+def test_in_colab_a_failed_install_shows_pips_output_then_one_sentence(tmp_path):
     message = ["ERROR: Could not find a version that satisfies the requirement flax>=0.12.0",
                "ERROR: No matching distribution found for flax>=0.12.0"]
     said = ["Collecting annotated-ssm[book] @ git+...", "  Cloning ...", *message]
     report = run_cell(tmp_path, colab=True, versions={"flax": "0.1.0"},
                       fake={"git": (0, ""), "pip": (1, "\n".join(said) + "\n")})
     *before, last = report["shown"].strip().splitlines()
-    assert before == [INSTALLS_BRANCH, *message] and report["error"] == "SetupError"
+    assert before == [INSTALLS_BRANCH, *said] and report["error"] == "SetupError"
     assert last == (f"pip could not install annotated-ssm {BRANCH} next to jax {JAX} (pip's "
                     "reason is above): after a network error run this cell again, otherwise "
-                    f"report the reason at {URL}/issues.")
+                    f"report the reason at {ISSUES}.")
+
+
+def test_in_colab_pips_progress_is_shown_line_by_line_as_pip_writes_it(tmp_path):
+    said = ["Collecting annotated-ssm[book] @ git+...", "  Cloning ...",
+            "Building wheels for collected packages: annotated-ssm",
+            "Successfully installed annotated-ssm-0.2.0"]
+    report = run_cell(tmp_path, colab=True, versions={"flax": "0.1.0"},
+                      fake={"git": (0, ""), "pip": (0, "\n".join(said) + "\n")})
+    assert report["error"] is None, report
+    assert report["shown"].splitlines()[:5] == [INSTALLS_BRANCH, *said]
+    # When pip's k-th line was read, the reader had already seen the lines before it.
+    pips = report["seen"]
+    assert len(pips) == len(said)
+    for k, snapshot in enumerate(pips):
+        assert snapshot.splitlines() == [INSTALLS_BRANCH, *said[:k]]
+
+
+def test_the_issues_page_comes_from_the_configuration_not_the_repository(tmp_path):
+    assert ISSUES == "https://github.com/annotated-ssm/annotated-ssm/issues"
+    assert f'ISSUES = "{ISSUES}"' in CELL
+    fork = tmp_path / "fork.git"
+    fork.mkdir()
+    report = run_cell(tmp_path, colab=True, versions={"flax": "0.1.0"}, repository=str(fork),
+                      fake={"git": (0, ""), "pip": (1, "ERROR: no\n")})
+    *before, last = report["shown"].strip().splitlines()
+    assert before == [INSTALLS_BRANCH, "ERROR: no"] and report["error"] == "SetupError"
+    assert last.endswith(f"report the reason at {ISSUES}.") and str(fork) not in last
+
+
+def test_in_colab_a_local_path_is_read_by_git_as_given_and_given_to_pip_as_file_url(tmp_path):
+    # A real git repository at a plain path, holding the release tag; pip stands in.
+    repository = tmp_path / "clone"
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-C",
+           str(repository)]
+    repository.mkdir()
+    subprocess.run([*git, "init", "-q", "-b", BRANCH], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True)
+    subprocess.run([*git, "tag", TAG], check=True)
+    report = run_cell(tmp_path, colab=True, versions={"annotated-ssm": "0.0.1"},
+                      fake={"pip": (0, "")}, repository=str(repository))
+    assert report["error"] is None, report
+    assert report["calls"][0] == ls_remote(str(repository))  # git reads the path itself
+    assert report["shown"].splitlines()[0] == INSTALLS_TAG  # and found the tag there
+    assert_pip_call(report["calls"][1], TAG, repository=repository.resolve().as_uri())
+    assert report["calls"][1][-1].startswith("annotated-ssm[book] @ git+file:///")
+
+
+def test_the_cell_is_a_colab_form_with_its_output_hidden_on_the_website(tmp_path):
+    title = CELL.splitlines()[0]
+    assert title.startswith("#@title Setup") and title.endswith('{ display-mode: "form" }')
+    # tools/setup_cell.py writes the cell with Colab's form view and the website's tags.
+    import nbformat
+
+    path = tmp_path / "chapter.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# A chapter"),
+        nbformat.v4.new_code_cell("# Setup: an older cell\nprint(1)"),
+        nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(notebook, path)
+    assert setup_cell.main(["--check", str(path)]) == 1
+    assert setup_cell.main([str(path)]) == 0
+    cell = nbformat.read(path, as_version=4).cells[1]
+    assert cell.source == CELL and cell.metadata["cellView"] == "form"
+    assert {"hide-input", "remove-output", "nbval-ignore-output"} <= set(cell.metadata["tags"])
+    assert setup_cell.main(["--check", str(path)]) == 0
 
 
 def test_in_colab_an_unreadable_repository_stops_with_one_sentence(tmp_path):
@@ -361,7 +440,9 @@ def test_in_colab_from_a_local_repository_tag_or_branch_with_jax_unchanged(tmp_p
     report = reports["no tag"]
     assert report["error"] is None, report
     assert report["shown"].splitlines()[0] == INSTALLS_BRANCH
-    assert report["shown"].splitlines()[1].startswith(f"annotated_ssm {VERSION} | JAX {JAX} |")
+    # pip's own output, as it came ("Looking in links: …" first, with this test's index)
+    assert any(line.startswith("Collecting annotated-ssm") for line in report["shown"].splitlines())
+    assert report["shown"].splitlines()[-1].startswith(f"annotated_ssm {VERSION} | JAX {JAX} |")
     assert requested(sites["no tag"]) == BRANCH
     after = distributions(pythons["no tag"])
     assert (after["jax"], after["jaxlib"]) == (JAX, JAXLIB)  # not the jax 99 flax 99 wants
@@ -379,10 +460,11 @@ def test_in_colab_from_a_local_repository_tag_or_branch_with_jax_unchanged(tmp_p
     assert "Runtime > Restart session" in report["shown"]
 
     report = reports["pip fails"]
-    *pips_message, last = report["shown"].strip().splitlines()
-    assert pips_message[0] == INSTALLS_BRANCH  # then pip's reason, from its first error on
-    assert pips_message[1].startswith("ERROR: ") and "Collecting" not in report["shown"]
-    assert f"    The user requested (constraint) jax=={JAX}" in pips_message
+    *pips_output, last = report["shown"].strip().splitlines()
+    assert pips_output[0] == INSTALLS_BRANCH  # then pip's output as it came, its reason too
+    assert any(line.startswith("Collecting annotated-ssm") for line in pips_output)
+    assert any(line.startswith("ERROR: ") for line in pips_output)
+    assert f"    The user requested (constraint) jax=={JAX}" in pips_output
     assert report["error"] == "SetupError" and "Traceback" not in report["shown"]
     assert last.startswith(f"pip could not install annotated-ssm {BRANCH} next to jax {JAX}")
     assert distributions(pythons["pip fails"])["jax"] == JAX

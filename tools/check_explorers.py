@@ -126,6 +126,9 @@ def check_page(page: Page, url: str, name: str, blocked: list[str]) -> list[dict
                       "r => r.outerHTML.length + r.nextElementSibling.outerHTML.length"),
                   "frames": root.evaluate(
                       "r => JSON.parse(r.getAttribute('data-explorer')).frames.length")}
+        # A reader moves an explorer on screen; its frames load lazily, when it is near the
+        # screen (tools/sphinx_ext/site_weight.py).
+        root.scroll_into_view_if_needed()
         controls = root.query_selector_all("[data-control]")
         result["controls"] = [move(page, root, controls, k) for k in range(len(controls))]
         # A phone: the explorer must fit 400 px without scrolling sideways.

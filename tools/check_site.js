@@ -3,7 +3,8 @@
 //
 // inspect(maxCodeLine): horizontal overflow of the article, code or output lines that are too
 // long; scrollingBlocks(): code and output blocks that scroll sideways; cutOff(): what a reader
-// cannot see whole at this width; onScreen(selector): is that element shown, whole, on top.
+// cannot see whole at this width; onScreen(selector): is that element shown, whole, on top;
+// phoneChecks(...): figures, headings, equations and controls on a phone.
 "use strict";
 
 // Once MathJax has typeset the page (its layout depends on it): horizontal overflow of the
@@ -125,6 +126,53 @@ function onScreen(selector) {
   return false;
 }
 
+
+// Runs inside the page on a phone: what a reader can read and tap there.
+// - figures: each article figure's smallest label, estimated in CSS px from the book's
+//   smallest figure font (minPt at 100 dpi: minPt * 100/72 px in the drawn image) times the
+//   shown/drawn width; one shrunk below minPx must open at its drawn size when tapped
+//   (class "zoomable", tools/sphinx_ext/static/site_layout.js);
+// - headings larger than the phone sizes of site_layout.css (28, 23 and 20 px);
+// - display equations that scroll without the shadows that say so;
+// - explorer controls lower than minTarget px.
+function phoneChecks(minPt, minPx, minTarget) {
+  const found = { figures: [], problems: [], smallest: null };
+  for (const img of document.querySelectorAll("article .cell_output img, article figure img")) {
+    if (!img.naturalWidth || !img.clientWidth || img.closest(".annotated-ssm-explorer")) continue;
+    const estimate = (minPt * 100 / 72) * img.clientWidth / img.naturalWidth;
+    const zoomable = img.classList.contains("zoomable");
+    const name = (img.getAttribute("src") || "").split("/").pop().slice(0, 24);
+    found.figures.push({ name, estimate, zoomable, shown: img.clientWidth, drawn: img.naturalWidth });
+    if (found.smallest === null || estimate < found.smallest) found.smallest = estimate;
+    if (estimate < minPx && !zoomable) {
+      found.problems.push(`figure ${name} shown ${img.clientWidth} px of ${img.naturalWidth}: ` +
+        `labels ~${estimate.toFixed(1)} px and it does not open larger when tapped`);
+    }
+  }
+  const limits = { H1: 28.5, H2: 23, H3: 20 };
+  for (const heading of document.querySelectorAll("article h1, article h2, article h3")) {
+    const size = parseFloat(getComputedStyle(heading).fontSize);
+    if (size > limits[heading.tagName]) {
+      found.problems.push(`${heading.tagName} "${heading.textContent.slice(0, 30)}" is ${size} px`);
+    }
+  }
+  for (const math of document.querySelectorAll('article mjx-container[display="true"]')) {
+    if (math.scrollWidth <= math.clientWidth + 1) continue;
+    const style = getComputedStyle(math);
+    if (!/auto|scroll/.test(style.overflowX) || !style.backgroundImage.includes("gradient")) {
+      found.problems.push(`a display equation scrolls with no cue: ${math.textContent.slice(0, 30)}`);
+    }
+  }
+  for (const control of document.querySelectorAll(".annotated-ssm-explorer [data-control]")) {
+    const box = control.getBoundingClientRect();
+    if (box.height < minTarget) {
+      found.problems.push(`explorer control "${control.getAttribute("aria-label") ||
+        control.closest("label").textContent.slice(0, 20)}" is ${box.height.toFixed(0)} px high`);
+    }
+  }
+  return found;
+}
+
 // Globals of the page, for tools/check_site.py (playwright runs an init script in a scope of
 // its own).
-Object.assign(window, { inspect, scrollingBlocks, cutOff, onScreen });
+Object.assign(window, { inspect, scrollingBlocks, cutOff, onScreen, phoneChecks });

@@ -17,6 +17,22 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   desktop, ☰ must hide the navigation column and Contents, where the table of contents is
   behind it, open it.
 
+- the page's table of contents on screen, without pressing anything, at 1280 and 1440 px
+  (where the page has one; tools/sphinx_ext/static/site_layout.css);
+- on the phone: every figure's smallest label estimated in CSS px (the book's smallest
+  figure font, FIGURE_MIN_PT at 100 dpi, times shown/drawn width); one below MIN_LABEL_PX
+  must open at its drawn size when tapped (which is checked on the first one: the opened
+  figure's width); headings sized for phones; wide display equations with a scroll cue;
+  explorer controls at least MIN_TARGET px high; the smallest label is reported;
+- weight: the bytes a page downloads before the reader scrolls (every response until the
+  network is idle after typesetting, on the desktop and on the phone), at most MAX_WEIGHT
+  (tools/sphinx_ext/site_weight.py: explorer frames as files, lazy images, no icon script);
+  the heaviest page is reported;
+- search: for each of SEARCH_WORDS, search.html lists results, every excerpt shown holds a
+  word of the query (the sentence it was found in, not the top of the page), and the search
+  fetches each result's text (NAME.search.txt), never a whole page
+  (tools/sphinx_ext/search_excerpts.py); the bytes it downloaded are reported.
+
 A page that only redirects (Jupyter Book's index.html) is not opened: the page it leads to
 is checked, and a redirect to a page that does not exist is a problem.
 
@@ -46,7 +62,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The checks that run inside each page (globals: inspect, scrollingBlocks, cutOff, onScreen).
 IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
 MAX_CODE_LINE = 100
+MAX_WEIGHT = 2_500_000  # bytes, uncompressed, downloaded before the reader scrolls
+FIGURE_MIN_PT = 8  # the smallest font the chapters' figures use (annotated_ssm/plotting.py)
+MIN_LABEL_PX = 9  # CSS px
+MIN_TARGET = 32  # CSS px: a control's height on a phone
+TOC_WIDTHS = (1280, 1440)
 WIDE = 1920  # a wide desktop, measured besides 1280 px
+SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
 PRIMARY = ".bd-sidebar-primary"
 SECONDARY = ".bd-sidebar-secondary"
 
@@ -83,16 +105,25 @@ def problems(report: dict) -> list[str]:
     lines += [f"blocked request (offline): {url}" for url in report["blocked"]]
     if report["overflow"]:
         lines.append(f"horizontal overflow: {report['overflow']}")
+    if report["weight"] > MAX_WEIGHT:
+        lines.append(f"downloads {report['weight'] / 1e6:.2f} MB before scrolling "
+                     f"(at most {MAX_WEIGHT / 1e6:.1f} MB)")
     lines += [f"1280 px: {text}" for text in report["wideCode"] + report["scrolling"]]
     lines += [f"1920 px: {text}" for text in report["scrollingWide"]]
     lines += [f"1280 px: {text}" for text in report["cutDesktop"] + report["togglesDesktop"]]
     lines += [f"400 px: {text}" for text in report["cutPhone"] + report["togglesPhone"]]
+    lines += [f"400 px: {text}" for text in report.get("phone", [])]
+    lines += [f"{width} px: the page's table of contents is not on screen"
+              for width in report.get("tocHidden", [])]
     return lines
 
 
 def summary(report: dict) -> str:
     """What was measured on a page, problems or not."""
-    return (f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
+    smallest = report.get("smallestLabel")
+    label = "" if smallest is None else f"smallest figure label at 400 px ~{smallest:.1f} px; "
+    return (f"{report['weight'] / 1e6:.2f} MB before scrolling; {label}"
+            f"1280 px: {len(report['scrolling'])} of {report['blocks']} "
             f"code/output blocks scroll sideways (1920 px: {len(report['scrollingWide'])}), "
             f"{len(report['cutDesktop'])} cut off, "
             f"{len(report['togglesDesktop'])} button failures; 400 px: "
@@ -139,13 +170,14 @@ def toggles(page: Page, phone: bool, shot) -> list[str]:
     def press(button):
         button.tap() if phone else button.click()
 
-    def close(selector, button) -> bool:
-        # A drawer is a modal dialog (Escape closes it); the desktop column toggles back.
+    def close(selector, button, shown_before: bool) -> bool:
+        # A drawer is a modal dialog (Escape closes it); the desktop column toggles back to
+        # how it was (shown, or behind ☰ between 1200 and 1600 px: site_layout.css).
         if page.locator(f"dialog{selector}[open]").count():
             page.keyboard.press("Escape")
         else:
             press(button)
-        return becomes(page, selector, not phone)
+        return becomes(page, selector, shown_before)
 
     menu = shown_button(page, ".primary-toggle")
     if menu is None:
@@ -161,7 +193,7 @@ def toggles(page: Page, phone: bool, shot) -> list[str]:
         else:
             if phone:
                 shot("menu")
-            if not close(PRIMARY, menu):
+            if not close(PRIMARY, menu, before):
                 found.append("the navigation does not close again")
 
     # The page's table of contents, where the page has one.
@@ -205,15 +237,52 @@ def open_page(browser: Browser, base: str, url: str, width: int) -> tuple[Page, 
         viewport={"width": width, "height": 800 if phone else 900},
         **({"is_mobile": True, "has_touch": True} if phone else {}))
     context.add_init_script(script=IN_PAGE)
-    report = {"console": [], "exceptions": [], "blocked": []}
+    report = {"console": [], "exceptions": [], "blocked": [], "weight": 0}
     offline(context, base, report["blocked"])
     page = context.new_page()
+    sizes: dict[str, int] = {}
+    page.on("requestfinished",
+            lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]))
     page.on("console", lambda message: message.type == "error"
             and report["console"].append(message.text[:200]))
     page.on("pageerror", lambda error: report["exceptions"].append(str(error)[:200]))
     page.goto(url, wait_until="load")
     wait_for_math(page)
+    # What typesetting and the first screen's lazy images still fetch.
+    page.wait_for_load_state("networkidle")
+    report["weight"] = sum(sizes.values())
     return page, report
+
+
+def read_on_phone(page: Page) -> dict:
+    """What check_site.js's phoneChecks finds, after every figure has loaded; and a tap on
+    the first figure that opens larger must show it at its drawn width."""
+    page.evaluate("""async () => {
+        for (const img of document.querySelectorAll("article img")) {
+            img.loading = "eager";
+            if (!img.complete) await new Promise(done => { img.onload = img.onerror = done; });
+        }
+        await new Promise(done => requestAnimationFrame(() => setTimeout(done, 50)));
+    }""")
+    found = page.evaluate("args => phoneChecks(...args)", [FIGURE_MIN_PT, MIN_LABEL_PX, MIN_TARGET])
+    zoomable = page.locator("article img.zoomable")
+    if zoomable.count():
+        first = zoomable.first
+        first.scroll_into_view_if_needed()
+        drawn = first.evaluate("img => img.naturalWidth")
+        first.tap()
+        opened = page.locator(".figure-zoom img")
+        if not opened.count():
+            found["problems"].append("tapping a shrunk figure does not open it")
+        else:
+            shown = opened.first.evaluate("img => img.getBoundingClientRect().width")
+            if abs(shown - drawn) > 1:
+                found["problems"].append(f"a tapped figure opens {shown:.0f} px wide, "
+                                         f"not at its drawn {drawn} px")
+            page.locator(".figure-zoom").first.tap()
+            if page.locator(".figure-zoom").count():
+                found["problems"].append("a tap does not close the opened figure")
+    return found
 
 
 def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | None) -> dict:
@@ -222,6 +291,15 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     report.update(page.evaluate("max => inspect(max)", MAX_CODE_LINE), page=name)
     report["scrolling"] = page.evaluate("() => scrollingBlocks()")
     report["cutDesktop"] = page.evaluate("() => cutOff()")
+    report["tocHidden"] = []
+    if page.locator(f"{SECONDARY} nav a, {SECONDARY} .page-toc a").count():
+        for width in TOC_WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(100)
+            if not on_screen(page, SECONDARY):
+                report["tocHidden"].append(width)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.wait_for_timeout(100)
     report["togglesDesktop"] = toggles(page, False, lambda what: None)
     # A wide screen, where the page's table of contents has a column of its own.
     page.set_viewport_size({"width": WIDE, "height": 900})
@@ -231,6 +309,8 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     # The same page on a phone: console errors and exceptions there count too.
     phone, phone_report = open_page(browser, base, base + name, 400)
     report["cutPhone"] = phone.evaluate("() => cutOff()")
+    readable = read_on_phone(phone)
+    report["phone"], report["smallestLabel"] = readable["problems"], readable["smallest"]
 
     def shot(what):
         if shots:
@@ -239,6 +319,7 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     report["togglesPhone"] = toggles(phone, True, shot)
     for key in ("console", "exceptions", "blocked"):
         report[key] += [item for item in phone_report[key] if item not in report[key]]
+    report["weight"] = max(report["weight"], phone_report["weight"])
     phone.context.close()
     return report
 
@@ -271,6 +352,44 @@ def screenshots(browser: Browser, base: str, headings_page: str, chapters: list[
         page.context.close()
 
 
+def check_search(browser: Browser, base: str, query: str) -> tuple[str, list[str]]:
+    """Searches for ``query``; what was found and downloaded, and the problems."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    blocked: list[str] = []
+    offline(context, base, blocked)
+    page = context.new_page()
+    fetched: dict[str, int] = {}
+    page.on("requestfinished",
+            lambda request: fetched.__setitem__(request.url.split("?")[0],
+                                                request.sizes()["responseBodySize"]))
+    page.goto(base + "search.html?q=" + query.replace(" ", "+"), wait_until="load")
+    page.wait_for_function("""() => {
+        const status = document.querySelector("p.search-summary");
+        return status && /found|did not match/.test(status.innerText);
+    }""", timeout=60000)
+    # The excerpts arrive one result after another: until every result without a
+    # description (an object's entry has one instead) has its excerpt.
+    page.wait_for_function("""() => [...document.querySelectorAll("ul.search li")]
+        .every(item => item.querySelector("p.context, span"))""", timeout=60000)
+    results = page.eval_on_selector_all("ul.search li", """items => items.map(item => [
+        item.querySelector("a").innerText,
+        (item.querySelector("p.context") || {}).innerText || null])""")
+    context.close()
+    words = [w for w in query.lower().split() if len(w) > 2]
+    found = [f"blocked request (offline): {url}" for url in blocked]
+    if not results:
+        found.append("no results")
+    for title, excerpt in results:
+        if excerpt is not None and not any(word in excerpt.lower() for word in words):
+            found.append(f"the excerpt under {title!r} does not show the query: {excerpt[:80]!r}")
+    pages_fetched = [url for url in fetched if url.endswith(".html")
+                     and not url.endswith("/search.html")]
+    found += [f"fetched a whole page for an excerpt: {url}" for url in pages_fetched]
+    texts = sum(size for url, size in fetched.items() if url.endswith(".search.txt"))
+    return (f"{len(results)} results, {sum(fetched.values()) / 1e6:.2f} MB downloaded "
+            f"({texts / 1e6:.2f} MB of it the results' text)"), found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -294,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(dict.fromkeys(chosen))  # a page reached directly and by a redirect: once
     chapters = [page for page in chosen if page.startswith("book/0")]
     bad = 0
+    heaviest = (0, "")
     for page, target in redirects.items():
         missing = not (args.site / target).exists()
         bad += missing
@@ -303,15 +423,26 @@ def main(argv: list[str] | None = None) -> int:
     with serve(args.site) as base, chromium(args.chromium) as browser:
         for page in chosen:
             report = check_page(browser, base, page, args.shots)
+            heaviest = max(heaviest, (report["weight"], page))
             found = problems(report)
             bad += bool(found)
             print(f"{page}: {summary(report)}: "
                   + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
             for problem in found:
                 print(f"    {problem}")
+        if not args.pages and (args.site / "search.html").exists():
+            for query in SEARCH_WORDS:
+                what, found = check_search(browser, base, query)
+                bad += bool(found)
+                print(f"search {query!r}: {what}: "
+                      + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
+                for problem in found:
+                    print(f"    {problem}")
         if args.shots:
             headings = next((p for p in chapters if "s4.html" in p), chosen[0])
             screenshots(browser, base, headings, chapters, args.shots)
+    print(f"heaviest page before scrolling: {heaviest[1]}, {heaviest[0] / 1e6:.2f} MB "
+          f"(at most {MAX_WEIGHT / 1e6:.1f} MB)")
     print(f"{len(chosen) + len(redirects)} pages, {bad} with problems")
     return 1 if bad else 0
 

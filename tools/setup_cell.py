@@ -36,14 +36,16 @@ CHECKED = ("jax", "flax", "optax", "orbax-checkpoint", "numpy", "matplotlib", "i
 
 # The cell, with @NAME@ placeholders for the facts read from _config.yml and pyproject.toml.
 TEMPLATE = r'''
-# Setup: makes this chapter run anywhere. It checks the installed versions against the
-# oldest ones the book is tested with. In Colab it installs annotated_ssm (the release these
-# outputs were made with, or the branch while that release is not tagged) and upgrades what
-# is too old, but never changes jax or jaxlib (Colab's are built for its GPU).
-# To install from another repository (a fork, a clone), set ANNOTATED_SSM_REPOSITORY to its
-# git URL first, e.g. %env ANNOTATED_SSM_REPOSITORY=https://github.com/you/annotated-ssm
+#@title Setup: run this cell first (in Colab it installs the package) { display-mode: "form" }
+# It checks the installed versions against the oldest ones the book is tested with. In Colab
+# it installs annotated_ssm (the release these outputs were made with, or the branch while
+# that release is not tagged) and upgrades what is too old, but never changes jax or jaxlib
+# (Colab's are built for its GPU). To install from another repository (a fork, a clone), set
+# ANNOTATED_SSM_REPOSITORY to its git URL or local path first, e.g.
+# %env ANNOTATED_SSM_REPOSITORY=https://github.com/you/annotated-ssm
 import importlib.metadata
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -53,6 +55,7 @@ VERSION = "@VERSION@"
 REPOSITORY = os.environ.get("ANNOTATED_SSM_REPOSITORY") or (
     "@REPOSITORY@")
 BRANCH = "@BRANCH@"
+ISSUES = "@ISSUES@"
 FLOORS = @FLOORS@
 IN_COLAB = "google.colab" in sys.modules
 RESTART = "Runtime > Restart session" if IN_COLAB else "restart the kernel"
@@ -76,14 +79,28 @@ def older(found, floor):
     return [int(n) for n in re.findall(r"\d+", found)[:3]] < [int(n) for n in floor.split(".")]
 
 
-def run(command):
-    """git or pip, their output (stdout and stderr) captured; git never asks for a password."""
+def run(command, show=False):
+    """git or pip, their output (stdout and stderr) read line by line, and printed as it comes
+    if ``show`` (pip's progress); git never asks for a password."""
     try:
-        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     except OSError as error:
         raise SetupError(f"Cannot run {command[0]} ({error}): install it, then run this cell "
                          "again.") from None
+    said = []
+    for line in process.stdout:
+        said.append(line)
+        if show:
+            print(line, end="", flush=True)
+    return subprocess.CompletedProcess(command, process.wait(), "".join(said))
+
+
+def pip_url(repository):
+    """The repository as pip's git URL needs it: a local path becomes file://…"""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", repository) or not os.path.exists(repository):
+        return repository
+    return pathlib.Path(repository).resolve().as_uri()
 
 
 def install():
@@ -109,15 +126,11 @@ def install():
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write("".join(line + "\n" for line in keep))
     pip = run([sys.executable, "-m", "pip", "install", "-c", constraints.name,
-               f"annotated-ssm[book] @ git+{REPOSITORY}@{ref}"])
-    if pip.returncode != 0:  # what pip said from its first error on
-        said = pip.stdout.strip().splitlines()
-        print("\n".join(said[next((i for i, line in enumerate(said)
-                                   if line.lower().startswith("error")), 0):]))
+               f"annotated-ssm[book] @ git+{pip_url(REPOSITORY)}@{ref}"], show=True)
+    if pip.returncode != 0:
         raise SetupError(f"pip could not install annotated-ssm {ref} next to jax "
                          f"{installed('jax')} (pip's reason is above): after a network error "
-                         "run this cell again, otherwise report the reason at "
-                         f"{REPOSITORY}/issues.")
+                         f"run this cell again, otherwise report the reason at {ISSUES}.")
 
 
 too_old = {p: installed(p) for p in FLOORS if installed(p) and older(installed(p), FLOORS[p])}
@@ -155,6 +168,11 @@ print(f"annotated_ssm {annotated_ssm.__version__} | JAX {jax.__version__} | "
       f"backend: {jax.default_backend()} | devices: {jax.devices()}")'''.lstrip()
 
 TAG = "hide-input"
+# The website shows the cell's input collapsed and not its output (versions and devices,
+# nothing the reader needs on a chapter's first screen).
+OUTPUT_TAG = "remove-output"
+# Colab collapses the cell to its #@title line when it is a form.
+CELL_VIEW = "form"
 # nbval does not compare this cell's output: versions and devices differ between machines.
 NBVAL_TAG = "nbval-ignore-output"
 NBVAL_REASON = "versions and devices differ from machine to machine."
@@ -168,6 +186,12 @@ def repository_setting(key: str) -> str:
     if not match:
         raise SystemExit(f"_config.yml has no `repository: {key}:` entry")
     return match.group(1)
+
+
+def issues_url() -> str:
+    """Where readers report problems (``repository: issues:``; not derived from the
+    repository's address, which may be a fork, a path or end in .git)."""
+    return repository_setting("issues")
 
 
 def repository_url() -> str:
@@ -189,6 +213,7 @@ def setup_cell_source() -> str:
     table = floors()
     checked = {name: table[name] for name in CHECKED}
     facts = {"VERSION": version(), "REPOSITORY": repository_url(), "BRANCH": branch(),
+             "ISSUES": issues_url(),
              "FLOORS": wrapped_dict(checked, indent=len("FLOORS = {"))}
     source = TEMPLATE
     for name, value in facts.items():
@@ -210,9 +235,17 @@ def wrapped_dict(table: dict[str, str], indent: int, width: int = 92) -> str:
 
 
 def is_current(cell: dict, source: str) -> bool:
-    """The cell holds ``source``, is collapsed on the website and skipped by nbval's check."""
+    """The cell holds ``source``, is collapsed on the website (its output hidden), a form in
+    Colab, and skipped by nbval's check."""
     tags = cell["metadata"].get("tags", [])
-    return "".join(cell["source"]) == source and TAG in tags and NBVAL_TAG in tags
+    return ("".join(cell["source"]) == source
+            and all(tag in tags for tag in (TAG, OUTPUT_TAG, NBVAL_TAG))
+            and cell["metadata"].get("cellView") == CELL_VIEW)
+
+
+def is_setup_cell(cell: dict) -> bool:
+    """The first code cell is a setup cell (this one, or one written before it was a form)."""
+    return "".join(cell["source"]).startswith(("#@title Setup", "# Setup:"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,13 +269,15 @@ def main(argv: list[str] | None = None) -> int:
         stale.append(path)
         if args.check:
             continue
-        if first is None or not "".join(first["source"]).startswith("# Setup:"):
+        if first is None or not is_setup_cell(first):
             raise SystemExit(f"{path}: the first code cell is not a setup cell; "
-                             "add one starting with '# Setup:'")
+                             "add one starting with '#@title Setup'")
         first["source"] = source
-        # Collapsed on the website (the reader wants the chapter, not the install logic).
-        tags = set(first["metadata"].get("tags", [])) | {TAG, NBVAL_TAG}
+        # Collapsed on the website (the reader wants the chapter, not the install logic), its
+        # output hidden there, and collapsed to its title in Colab.
+        tags = set(first["metadata"].get("tags", [])) | {TAG, OUTPUT_TAG, NBVAL_TAG}
         first["metadata"]["tags"] = sorted(tags)
+        first["metadata"]["cellView"] = CELL_VIEW
         first["metadata"]["nbval_reason"] = NBVAL_REASON
         nbformat.write(notebook, path)
         print(f"updated {path}")

@@ -511,8 +511,7 @@ class SelectiveFigure:
 
         Args:
             step: (L,) Δ_ℓ of the channel.
-            responses: (L, L) K[t, s] (:func:`annotated_ssm.book.explorer_numerics.
-                selective_responses`), zero for s > t.
+            responses: (L, L) K[t, s] (:func:`.selective_responses`), zero for s > t.
             position: the gated token's position (drawn in black, marked by a dotted line).
             title: the figure's title.
 

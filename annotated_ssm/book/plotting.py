@@ -18,7 +18,8 @@ import numpy as np
 
 __all__ = ["complex_plane", "PAGE_WIDTH", "PAGE_STYLE", "page_style"]
 
-PAGE_WIDTH = 7.5  # inches: a figure at 100 dpi as wide as the book's text column (750 px)
+#: The width in inches of a figure at 100 dpi as wide as the book's text column (750 px).
+PAGE_WIDTH = 7.5
 #: Font sizes of figures drawn for the page's width (the explorers, each chapter's first
 #: figure), in points at 100 dpi: 13 pt is 18 px on a desktop and still ~9 px when a phone
 #: shrinks the 750 px figure to its ~370 px column.

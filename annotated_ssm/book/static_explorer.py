@@ -147,21 +147,24 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
         # before its script runs (the script sets the state again at every move).
         off = k in disabled[default]
         state = " disabled" if off else ""
-        style = "white-space:nowrap" + (";opacity:0.45" if off else "")
+        # Touch targets of at least 32 px: the label, the slider (also wide enough to hit
+        # each of its stops) and the drop-down list.
+        style = ("white-space:nowrap;display:inline-flex;align-items:center;gap:0.4em;"
+                 "min-height:32px" + (";opacity:0.45" if off else ""))
         tip = f' title="{IDLE_NOTE}"' if off else ""
         if control.slider:
             value = html.escape(control.labels[control.default])
             rows.append(
                 f'<label style="{style}"{tip}>{label} <input type="range" data-control="{k}" '
                 f'min="0" max="{len(control.labels) - 1}" step="1" value="{control.default}" '
-                f'aria-label="{label}" style="width:9em;vertical-align:middle"{state}> '
+                f'aria-label="{label}" style="width:12em;height:32px;vertical-align:middle"{state}> '
                 f'<span data-value="{k}">{value}</span></label>')
         else:
             options = "".join(
                 f'<option value="{i}"{" selected" if i == control.default else ""}>'
                 f"{html.escape(text)}</option>" for i, text in enumerate(control.labels))
             rows.append(f'<label style="{style}"{tip}>{label} '
-                        f'<select data-control="{k}"{state}>{options}</select></label>')
+                        f'<select data-control="{k}" style="min-height:32px"{state}>{options}</select></label>')
     note = "Precomputed on a grid of values; run the notebook to move every control freely."
     if fixed:
         note = "Fixed here: " + "; ".join(fixed) + ". " + note

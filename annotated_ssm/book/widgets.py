@@ -186,6 +186,9 @@ class Explorer:
         self._disable_idle_controls()
         self.image = w.Image(value=self.render(), format="png",
                              layout=w.Layout(max_width="100%", height="auto"))
+        for control in self.controls.values():
+            # Touch targets of at least 32 px (a slider's default track is 28 px high).
+            control.layout.min_height = "32px"
         self.widget = w.VBox([w.HBox(list(self.controls.values()),
                                      layout=w.Layout(flex_flow="row wrap")), self.image])
         for control in self.controls.values():
@@ -504,8 +507,8 @@ def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
 
     The layer is :func:`annotated_ssm.book.explorer_numerics.gated_s6_layer` (inputs: content,
     gate, 1); the contents are seeded normal draws, every gate is 0 (the base step) except
-    the chosen token's. Numbers from :func:`annotated_ssm.book.explorer_numerics.
-    selective_responses`; the input's shape never changes, so nothing is compiled again.
+    the chosen token's. Numbers from :func:`.selective_responses`; the input's
+    shape never changes, so nothing is compiled again.
     """
     layer = gated_s6_layer()
     content = np.random.default_rng(seed).standard_normal(length)

@@ -2,7 +2,10 @@
 
 It widens the article column where the theme would make the chapters' code scroll sideways
 (their code and printed lines are up to 100 characters; see the stylesheet for the widths)
-and keeps wide display equations and tables inside their own scroll boxes on phones.
+and keeps wide display equations and tables inside their own scroll boxes on phones (with
+shadows at the edges that hide more), keeps the page's table of contents on screen at every
+desktop width, sizes headings and explorer controls for phones, and lets a reader tap a
+figure shrunk to a phone's width to see it at its own size (``static/site_layout.js``).
 ``tools/check_site.py`` measures both.
 """
 
@@ -13,6 +16,7 @@ import pathlib
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 CSS = STATIC / "site_layout.css"
+JS = STATIC / "site_layout.js"
 
 
 def _add_static_path(app):
@@ -25,8 +29,9 @@ def setup(app):
     app.connect("builder-inited", _add_static_path)
     # After the themes' stylesheets (which Sphinx writes first), so these rules win ties.
     app.add_css_file(CSS.name)
+    app.add_js_file(JS.name, loading_method="defer")
     # Sphinx copies static files only when some page is rewritten: a changed stylesheet
     # changes this value, which makes Sphinx rewrite every page (and so copy it).
-    app.add_config_value("site_layout_css_digest", hashlib.sha256(CSS.read_bytes()).hexdigest(),
-                         "html")
+    digest = hashlib.sha256(CSS.read_bytes() + JS.read_bytes()).hexdigest()
+    app.add_config_value("site_layout_css_digest", digest, "html")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
