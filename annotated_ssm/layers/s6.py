@@ -32,6 +32,10 @@ from .base import SSMLayer, SSMParam
 
 __all__ = ["S6Layer"]
 
+# Every product (the projections, the readout) in full float32 precision, whatever the
+# global default (a GPU's default float32 product is TF32).
+_FULL = jax.lax.Precision.HIGHEST
+
 
 def _inverse_softplus(x):
     """log(e^x - 1): the b with softplus(b) = x, for x > 0 (expm1 keeps small x accurate)."""
@@ -96,7 +100,7 @@ class S6Layer(SSMLayer):
 
     @staticmethod
     def _linear(linear: nnx.Linear, x):
-        return x @ linear.kernel[...].astype(x.dtype)
+        return jnp.matmul(x, linear.kernel[...].astype(x.dtype), precision=_FULL)
 
     def _discretize(self, A, u):
         """Ā (..., H, N) and B̄u (..., H, N) for inputs u (..., H), and C (..., N)."""
@@ -109,10 +113,10 @@ class S6Layer(SSMLayer):
         """The parallel-scan form: u (..., L, H) -> y (..., L, H)."""
         A_bar, Bu, C = self._discretize(self.eigenvalues(u.dtype), u)  # (..., L, H, N), (..., L, N)
         states = _linear_recurrence(A_bar, Bu, axis=-3)  # all L states at once: (..., L, H, N)
-        y = jnp.einsum("...ln,...lhn->...lh", C, states)
+        y = jnp.einsum("...ln,...lhn->...lh", C, states, precision=_FULL)
         if self.bidirectional:
             backward = _linear_recurrence(A_bar, Bu, axis=-3, reverse=True)
-            y = y + jnp.einsum("...ln,...lhn->...lh", C, backward)
+            y = y + jnp.einsum("...ln,...lhn->...lh", C, backward, precision=_FULL)
         return y + self._skip(u.dtype) * u
 
     # --- the recurrence: A is all that does not depend on the input ------------------------
@@ -128,5 +132,6 @@ class S6Layer(SSMLayer):
     def _step(self, A, state, u_t):
         A_bar, Bu, C = self._discretize(A, u_t)
         state = A_bar * state + Bu
-        return state, jnp.einsum("...n,...hn->...h", C, state) + self._skip(u_t.dtype) * u_t
+        readout = jnp.einsum("...n,...hn->...h", C, state, precision=_FULL)
+        return state, readout + self._skip(u_t.dtype) * u_t
 
