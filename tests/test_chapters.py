@@ -52,8 +52,11 @@ def setup_cell_problems(notebook) -> list[str]:
         return ["no code cell"]
     if source(cells[0]) != SETUP_CELL:
         return ["first code cell differs from tools/setup_cell.py (run `python tools/setup_cell.py` on it)"]
-    if SETUP_TAG not in cells[0]["metadata"].get("tags", []):
-        return [f"the setup cell lacks the {SETUP_TAG!r} tag (run `python tools/setup_cell.py` on it)"]
+    # nbval-ignore-output: the versions and devices it prints differ between machines
+    # (a GPU's run compares the stored outputs of a CPU's).
+    for tag in (SETUP_TAG, _SETUP_TOOL.NBVAL_TAG):
+        if tag not in cells[0]["metadata"].get("tags", []):
+            return [f"the setup cell lacks the {tag!r} tag (run `python tools/setup_cell.py` on it)"]
     return []
 
 
@@ -234,6 +237,10 @@ def test_checks_accept_a_good_notebook():
 def test_setup_cell_check_catches_an_edited_cell():
     assert setup_cell_problems(make_notebook(SETUP_CELL + "\nprint('extra')"))
     assert setup_cell_problems(make_notebook("import numpy"))
+    compared = make_notebook(SETUP_CELL)
+    compared["cells"][1]["metadata"]["tags"].remove("nbval-ignore-output")
+    assert setup_cell_problems(compared) == ["the setup cell lacks the 'nbval-ignore-output' tag "
+                                             "(run `python tools/setup_cell.py` on it)"]
     assert setup_cell_problems({"cells": []})
 
 
