@@ -56,7 +56,8 @@ def setup_cell_problems(notebook) -> list[str]:
     # (a GPU's run compares the stored outputs of a CPU's).
     for tag in (SETUP_TAG, _SETUP_TOOL.NBVAL_TAG):
         if tag not in cells[0]["metadata"].get("tags", []):
-            return [f"the setup cell lacks the {tag!r} tag (run `python tools/setup_cell.py` on it)"]
+            return [f"the setup cell lacks the {tag!r} tag "
+                    "(run `python tools/setup_cell.py` on it)"]
     return []
 
 

@@ -19,8 +19,9 @@ SCRIPT = ROOT / "tools" / "test_gpu.py"
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("test_gpu", SCRIPT)
+    spec = importlib.util.spec_from_file_location("tools_test_gpu", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -43,7 +44,8 @@ def test_the_summary_has_a_line_per_chapter_and_the_counts():
     chapters = ["book/01_a.ipynb", "book/02_b.ipynb", "book/03_c.ipynb"]
     summary = test_gpu.summarize(JUNIT, chapters)
     assert [(c.path, c.cells, c.failed, c.seconds) for c in summary.chapters] == [
-        ("book/01_a.ipynb", 2, 0, 3.75), ("book/02_b.ipynb", 2, 1, 4.0), ("book/03_c.ipynb", 0, 0, 0.0)]
+        ("book/01_a.ipynb", 2, 0, 3.75), ("book/02_b.ipynb", 2, 1, 4.0),
+        ("book/03_c.ipynb", 0, 0, 0.0)]
     assert (summary.tests_passed, summary.tests_failed, summary.tests_skipped) == (1, 1, 1)
     lines = test_gpu.report(summary, 61.0)
     assert lines[0].split() == ["book/01_a.ipynb", "passed", "3.8", "s"]
@@ -60,7 +62,8 @@ def test_the_summary_has_a_line_per_chapter_and_the_counts():
 
 
 def test_it_names_missing_test_tools_and_installs_nothing(monkeypatch, capsys):
-    monkeypatch.setattr(test_gpu, "TEST_TOOLS", {"pytest": "pytest", "no_such_module_xyz": "pytest-xyz"})
+    tools = {"pytest": "pytest", "no_such_module_xyz": "pytest-xyz"}
+    monkeypatch.setattr(test_gpu, "TEST_TOOLS", tools)
     assert test_gpu.main([]) == 2
     message = capsys.readouterr().err
     assert "lacks pytest-xyz" in message and "installs nothing" in message

@@ -8,6 +8,8 @@ plan, so the upper bounds below hold on any backend; each still fails if the lay
 holding what the test says it does not.
 """
 
+import functools
+
 import pytest
 from flax import nnx
 
@@ -17,8 +19,10 @@ from annotated_ssm.memory import planned_temp_bytes
 B, H = 2, 16
 
 
+@functools.cache
 def plans(layer_class, N: int, L: int) -> tuple[int, int]:
-    """(forward, training) planned temporary bytes of a layer for a float32 (B, L, H) input."""
+    """(forward, training) planned temporary bytes of a layer for a float32 (B, L, H) input
+    (each is a compilation: the tests share them)."""
     layer = layer_class(H, N, rngs=nnx.Rngs(0))
     return (planned_temp_bytes(layer, (B, L, H)),
             planned_temp_bytes(layer, (B, L, H), gradient=True))

@@ -127,7 +127,9 @@ def test_the_walker_reports_a_default_precision_matmul_and_reads_every_form():
     assert len(reduced_precision(jax.make_jaxpr(half)(x))) == 1  # one operand is not enough
     assert len(reduced_precision(jax.make_jaxpr(lambda a: a @ a)(x))) == 1  # `@` takes none
     image = jnp.ones((1, 1, 8), jnp.float32)
-    conv = lambda a, p: jax.lax.conv_general_dilated(a, a[..., :3], (1,), "SAME", precision=p)  # noqa: E731
+    def conv(a, precision):
+        return jax.lax.conv_general_dilated(a, a[..., :3], (1,), "SAME", precision=precision)
+
     assert len(reduced_precision(jax.make_jaxpr(lambda a: conv(a, None))(image))) == 1
     assert not reduced_precision(jax.make_jaxpr(lambda a: conv(a, HIGHEST))(image))
     # A gradient's transposed products are checked too: here they keep the precision.
@@ -217,7 +219,8 @@ def _numerics_cases():
         ],
         # discretize
         "discretize.discretize": [(A_dense, _real(N), _step()), (_stable(M), 1.0, _step(M))],
-        "discretize.discretize_diagonal": [(_stable(H, M), _complex(H, M), _step(H, 1), "bilinear")],
+        "discretize.discretize_diagonal": [
+            (_stable(H, M), _complex(H, M), _step(H, 1), "bilinear")],
         "discretize.discretize_dense": [(A_dense, _real(N, 2), _step(), method)
                                         for method in discretize.METHODS],
         "discretize.dplr_bilinear": [(_stable(N), _complex(N), _complex(N, seed=1), _step())],
@@ -294,7 +297,8 @@ LAYER_CASES = [(name, options, bidirectional)
 def _layer_id(case):
     name, options, bidirectional = case
     spelled = ",".join(f"{k}={v}" for k, v in options.items())
-    return f"{name}{'[' + spelled + ']' if spelled else ''}{'-bidirectional' if bidirectional else ''}"
+    name += f"[{spelled}]" if spelled else ""
+    return name + ("-bidirectional" if bidirectional else "")
 
 
 def _gradient_checked(layer, method, *args):

@@ -30,7 +30,8 @@ import xml.etree.ElementTree as ElementTree
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 #: What pytest needs beyond the package's own imports: module -> distribution to install.
-TEST_TOOLS = {"pytest": "pytest", "xdist": "pytest-xdist", "nbval": "nbval", "ipykernel": "ipykernel"}
+TEST_TOOLS = {"pytest": "pytest", "xdist": "pytest-xdist", "nbval": "nbval",
+              "ipykernel": "ipykernel"}
 
 #: Package test files left out, and why: they check the book's tooling, which does not
 #: depend on the backend and needs programs outside Python (`make test` runs them).
@@ -47,7 +48,8 @@ def missing_tools() -> list[str]:
 def backend(python: str) -> tuple[str, str]:
     """(jax's default backend, its devices) in a fresh interpreter (this process keeps no GPU)."""
     code = "import jax; print(jax.default_backend()); print(jax.devices())"
-    run = subprocess.run([python, "-c", code], capture_output=True, text=True, env=test_environment())
+    run = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                         env=test_environment())
     if run.returncode:
         raise SystemExit(f"make test-gpu: jax does not import in {python}:\n{run.stderr.strip()}")
     name, devices = run.stdout.strip().splitlines()[-2:]
@@ -74,8 +76,8 @@ def default_paths() -> list[str]:
 
 
 def pytest_command(python: str, paths: list[str], workers: int, junit: pathlib.Path) -> list[str]:
-    return [python, "-m", "pytest", "-n", str(workers), "--dist", "loadfile", "-p", "no:cacheprovider",
-            "-q", "-rfE", f"--junitxml={junit}", "-o", "junit_family=xunit2",
+    return [python, "-m", "pytest", "-n", str(workers), "--dist", "loadfile",
+            "-p", "no:cacheprovider", "-q", "-rfE", f"--junitxml={junit}", "-o", "junit_family=xunit2",
             "--nbval", "--nbval-current-env", "--nbval-cell-timeout=900",
             "--nbval-sanitize-with", "tools/nbval_sanitize.cfg", *paths]
 
@@ -141,8 +143,12 @@ def report(summary: Summary, seconds: float) -> list[str]:
     """One line per chapter, then the counts."""
     lines = []
     for chapter in summary.chapters:
-        state = "passed" if chapter.passed else ("did not run" if not chapter.cells else
-                                                  f"FAILED ({chapter.failed} of {chapter.cells} cells)")
+        if chapter.passed:
+            state = "passed"
+        elif not chapter.cells:
+            state = "did not run"
+        else:
+            state = f"FAILED ({chapter.failed} of {chapter.cells} cells)"
         lines.append(f"{chapter.path:36s} {state:30s} {chapter.seconds:7.1f} s")
     passed = sum(chapter.passed for chapter in summary.chapters)
     lines.append(f"chapters: {passed} of {len(summary.chapters)} passed | package tests: "
@@ -175,11 +181,12 @@ def main(argv=None) -> int:
     name, devices = backend(python)
     if name != "gpu" and not args.allow_cpu:
         print(f"make test-gpu: jax's default backend here is {name!r} ({devices}), not 'gpu'. "
-              "Run it where jax has CUDA (pip install 'jax[cuda13]' or 'jax[cuda12]'), or "
-              "run `make test` for the CPU.", file=sys.stderr)
+              "Run it where jax has CUDA (README: JAX with CUDA), or "
+              "`make test` on the CPU.", file=sys.stderr)
         return 2
     paths = args.paths or default_paths()
-    print(f"make test-gpu: {name} {devices}; {len(paths)} files on {args.workers} workers", flush=True)
+    print(f"make test-gpu: {name} {devices}; {len(paths)} files on {args.workers} workers",
+          flush=True)
     chapters = [path for path in paths if path.endswith(".ipynb")]
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
