@@ -275,7 +275,6 @@ def s5_projection(V, B, C):
     eigenbasis of the kept states, V (P, P'). NumPy arrays are multiplied by NumPy (float64
     stays float64, as in :func:`s5_init`); JAX arrays in full float32 precision."""
     if any(isinstance(x, jax.Array) for x in (V, B, C)):
-        product = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
-    else:
-        product = np.matmul
-    return product(V.conj().T, B), product(C, V)
+        full = jax.lax.Precision.HIGHEST
+        return jnp.matmul(V.conj().T, B, precision=full), jnp.matmul(C, V, precision=full)
+    return V.conj().T @ B, C @ V
