@@ -8,7 +8,8 @@
 #                 orbax and ipywidgets
 # Both create the virtual environment .venv first (again when requirements.txt changes).
 # Other targets: execute (refresh the chapters' outputs), check-site (open every built page
-# in headless Chromium and move every explorer), node, floors, venv, clean.
+# in headless Chromium and move every explorer), test-gpu (the package tests and every
+# chapter on this machine's GPU), node, floors, venv, clean.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -69,7 +70,7 @@ WORKERS      ?= auto
 PYTEST_XDIST := -n $(WORKERS) --dist loadfile
 JAX_CACHE    := JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 
-.PHONY: book test test-floors execute check-site venv node floors clean
+.PHONY: book test test-floors test-gpu execute check-site venv node floors clean
 
 venv: $(STAMP)
 
@@ -130,6 +131,16 @@ test-floors: $(FLOORS_STAMP)
 	$(JAX_CACHE) JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.cache/jax-floors $(OTHER_CPU) \
 		$(FLOORS)/bin/python -m pytest $(PYTEST_XDIST) $(FLOORS_TESTS) $(NBVAL) -q \
 		-p no:cacheprovider
+
+# The package tests and every chapter under nbval (the same sanitiser) on the GPU, in the
+# current Python environment (CUDA jax and requirements.txt; it creates no environment and
+# downloads nothing; another interpreter: `make test-gpu PYTHON=/path/to/python`). It
+# refuses a machine where jax's default backend is not the GPU, runs files in parallel on
+# GPU_WORKERS workers with memory taken as needed, and prints one line per chapter and the
+# counts (tools/test_gpu.py).
+GPU_WORKERS ?= 4
+test-gpu:
+	$(PYTHON) tools/test_gpu.py --workers $(GPU_WORKERS)
 
 # Re-execute every chapter in place, refreshing the outputs stored in the notebooks, with
 # nbclient (what `jupyter execute --inplace` runs; its command line cannot set these options):

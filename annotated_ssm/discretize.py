@@ -228,4 +228,6 @@ def dplr_bilinear(Lambda, P, B, step, Q=None):
     QD = jnp.conj(Q) * d
     denominator = 1 + jnp.sum(jnp.conj(Q) * DP, axis=-1)[..., None, None]
     A1 = d[..., None, :] * eye - DP[..., :, None] * QD[..., None, :] / denominator
-    return A1 @ A0, 2 * jnp.einsum("...nk,...k->...n", A1, B)
+    full = jax.lax.Precision.HIGHEST
+    return (jnp.matmul(A1, A0, precision=full),
+            2 * jnp.einsum("...nk,...k->...n", A1, B, precision=full))

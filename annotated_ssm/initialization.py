@@ -260,5 +260,9 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
 
 def s5_projection(V, B, C):
     """``B̃ = V⁻¹B = V*B`` (V is unitary) and ``C̃ = CV``: B (P, H) and C (..., H, P) in the
-    eigenbasis of the kept states, V (P, P')."""
+    eigenbasis of the kept states, V (P, P'). NumPy arrays are multiplied by NumPy (float64
+    stays float64, as in :func:`s5_init`); JAX arrays in full float32 precision."""
+    if any(isinstance(x, jax.Array) for x in (V, B, C)):
+        full = jax.lax.Precision.HIGHEST
+        return jnp.matmul(V.conj().T, B, precision=full), jnp.matmul(C, V, precision=full)
     return V.conj().T @ B, C @ V

@@ -3,9 +3,15 @@
 The kernel of a discrete SSM is ``K̄ = (C B̄, C Ā B̄, C Ā² B̄, …)``; the output is
 ``y = K̄ * u + D u``. This module holds the reference (naive) kernel, the FFT causal
 convolution, and the fast structured kernels of the later chapters.
+
+Every matrix product here passes ``precision=jax.lax.Precision.HIGHEST``: a GPU's default
+float32 product is TF32 (about three decimal digits), and a kernel's error is carried into
+every output of the long convolution that applies it.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -209,7 +215,8 @@ def _cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
         # The sum over n is an einsum contraction (a matrix product, fast on every backend)
         # against the reciprocal matrix, which broadcasting computes once per (z, λ).
         reciprocal = 1 / (z[..., None, :] - lambd[..., :, None])  # (..., M, F)
-        return jnp.einsum("...n,...nf->...f", v.astype(reciprocal.dtype), reciprocal)
+        return jnp.einsum("...n,...nf->...f", v.astype(reciprocal.dtype), reciprocal,
+                          precision=jax.lax.Precision.HIGHEST)
     # v/(z-λ) + v̄/(z-λ̄) = (2 Re(v) z - 2 Re(v λ̄)) / (z² - 2 Re(λ) z + |λ|²): real weights
     # over one complex denominator d per pair. With z = x + iy, d = d_re + i d_im and
     # 1/d = (d_re - i d_im)/|d|², all in real arithmetic; each sum is then two real matrix
@@ -230,7 +237,8 @@ def _cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
     times_z = (2 * jnp.real(v)).astype(real_dtype)  # (..., M) weights of z/d
     constant = (-2 * jnp.real(v * jnp.conj(lambd))).astype(real_dtype)  # weights of 1/d
     weights = jnp.stack([times_z, constant], axis=-2)  # (..., 2, M)
-    sums = jax.lax.complex(weights @ recip_re, weights @ recip_im)  # (..., 2, F)
+    product = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+    sums = jax.lax.complex(product(weights, recip_re), product(weights, recip_im))  # (..., 2, F)
     if imaginary:  # iy · s = -y Im(s) + i y Re(s)
         s_z, s_1 = sums[..., 0, :], sums[..., 1, :]
         return jax.lax.complex(s_1.real - z * s_z.imag, s_1.imag + z * s_z.real)
@@ -510,7 +518,8 @@ def _dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1
     def block(positions):
         # positions: (c,) time indices; exponents λΔ(ℓ - s) all have Re <= 0.
         exponent = dtLambda[..., None] * (positions - shift[..., None])  # (H, N/2, c)
-        return 2 * jnp.real(jnp.einsum("...hn,hnc->...hc", coef, jnp.exp(exponent)))
+        return 2 * jnp.real(jnp.einsum("...hn,hnc->...hc", coef, jnp.exp(exponent),
+                                       precision=jax.lax.Precision.HIGHEST))
 
     if chunk == L:
         return block(jnp.arange(L, dtype=real_dtype))
@@ -605,7 +614,7 @@ def _vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate
         Pr, Pi = powers(a * T)  # Ā^{aT}: (..., N, G)
         # W Ā^{aT}: (..., 2N, G)
         X = jnp.concatenate([Wr * Pr - Wi * Pi, Wr * Pi + Wi * Pr], axis=-2)
-        return jnp.matmul(jnp.swapaxes(X, -1, -2), Y)
+        return jnp.matmul(jnp.swapaxes(X, -1, -2), Y, precision=jax.lax.Precision.HIGHEST)
 
     channels = int(np.prod(shape[:-1]))
     group = max(1, max_elements // max(1, channels * (2 * shape[-1] + T)))

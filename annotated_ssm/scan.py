@@ -174,9 +174,12 @@ def _ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
     dtype = jnp.result_type(A_bar, B_bar, C, u)
     x = jnp.zeros(B_bar.shape[0], dtype) if x0 is None else jnp.asarray(x0, dtype)
 
+    product = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+
     def step(x, u_l):
-        x = (A_bar @ x if dense else A_bar * x) + (B_bar @ u_l if B_bar.ndim == 2 else B_bar * u_l)
-        y = C @ x + (D @ u_l if jnp.ndim(D) == 2 else D * u_l)
+        x = ((product(A_bar, x) if dense else A_bar * x)
+             + (product(B_bar, u_l) if B_bar.ndim == 2 else B_bar * u_l))
+        y = product(C, x) + (product(D, u_l) if jnp.ndim(D) == 2 else D * u_l)
         return x, (x, y)
 
     _, (states, y) = jax.lax.scan(step, x, u.astype(dtype))

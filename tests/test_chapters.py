@@ -245,6 +245,10 @@ def test_setup_cell_check_catches_a_cell_without_its_form_view_or_tags():
 def test_setup_cell_check_catches_an_edited_cell():
     assert setup_cell_problems(make_notebook(SETUP_CELL + "\nprint('extra')"))
     assert setup_cell_problems(make_notebook("import numpy"))
+    compared = make_notebook(SETUP_CELL)
+    compared["cells"][1]["metadata"]["tags"].remove("nbval-ignore-output")
+    assert setup_cell_problems(compared) == ["the setup cell lacks the 'nbval-ignore-output' tag "
+                                             "(run `python tools/setup_cell.py` on it)"]
     assert setup_cell_problems({"cells": []})
 
 

@@ -51,20 +51,27 @@ class S5System(NamedTuple):
     C: jax.Array
 
 
+# Every product (the projections, the readout, the gates) in full float32 precision,
+# whatever the global default (a GPU's default float32 product is TF32).
+_FULL = jax.lax.Precision.HIGHEST
+
+
 def _real_matmul(u, M):
     """M u for real u (..., H) and complex M (P, H) or (..., P, H): (..., P) complex.
 
     Two real products instead of promoting u to complex first (which would make XLA do a
     complex product, twice the arithmetic)."""
     if M.ndim == 2:
-        return jax.lax.complex(u @ M.real.T, u @ M.imag.T)
-    return jax.lax.complex(jnp.einsum("...ph,...h->...p", M.real, u),
-                           jnp.einsum("...ph,...h->...p", M.imag, u))
+        return jax.lax.complex(jnp.matmul(u, M.real.T, precision=_FULL),
+                               jnp.matmul(u, M.imag.T, precision=_FULL))
+    return jax.lax.complex(jnp.einsum("...ph,...h->...p", M.real, u, precision=_FULL),
+                           jnp.einsum("...ph,...h->...p", M.imag, u, precision=_FULL))
 
 
 def _real_readout(C, x):
     """Re(C x) for complex C (H, P) and x (..., P): (..., H) real, without the imaginary part."""
-    return x.real @ C.real.T - x.imag @ C.imag.T
+    return (jnp.matmul(x.real, C.real.T, precision=_FULL)
+            - jnp.matmul(x.imag, C.imag.T, precision=_FULL))
 
 
 class S5Layer(SSMLayer):
@@ -126,10 +133,10 @@ class S5Layer(SSMLayer):
         self.C_tilde = nnx.Param(complex_to_pair(init.C_tilde))
         self._init_skip(rngs)
         if activation == "half_glu":
-            self.gate = nnx.Linear(d_model, d_model, rngs=rngs)
+            self.gate = nnx.Linear(d_model, d_model, precision=_FULL, rngs=rngs)
         elif activation == "full_glu":
-            self.value = nnx.Linear(d_model, d_model, rngs=rngs)
-            self.gate = nnx.Linear(d_model, d_model, rngs=rngs)
+            self.value = nnx.Linear(d_model, d_model, precision=_FULL, rngs=rngs)
+            self.gate = nnx.Linear(d_model, d_model, precision=_FULL, rngs=rngs)
 
     # --- continuous-time parameters ---------------------------------------------------
 
@@ -216,7 +223,7 @@ class S5Layer(SSMLayer):
         self._require_causal("impulse_response")
         system = self.discrete_system(length)
         powers = system.Lambda_bar[None, :] ** jnp.arange(length)[:, None]  # (L, P')
-        return jnp.einsum("hp,lp,pk->lhk", system.C, powers, system.B_bar).real
+        return jnp.einsum("hp,lp,pk->lhk", system.C, powers, system.B_bar, precision=_FULL).real
 
     def _init_state(self, batch_shape, dtype) -> jax.Array:
         """Zero state (*batch_shape, P'), complex of ``dtype``'s precision."""

@@ -36,6 +36,10 @@ from .base import SSMLayer, SSMParam
 
 __all__ = ["S6Layer"]
 
+# Every product (the projections, the readout) in full float32 precision, whatever the
+# global default (a GPU's default float32 product is TF32).
+_FULL = jax.lax.Precision.HIGHEST
+
 
 def _inverse_softplus(x):
     """log(e^x - 1): the b with softplus(b) = x, for x > 0 (expm1 keeps small x accurate)."""
@@ -112,7 +116,7 @@ class S6Layer(SSMLayer):
 
     @staticmethod
     def _linear(linear: nnx.Linear, x):
-        return x @ linear.kernel[...].astype(x.dtype)
+        return jnp.matmul(x, linear.kernel[...].astype(x.dtype), precision=_FULL)
 
     def _discretize(self, A, u):
         """Ā (..., H, N) and B̄u (..., H, N) for inputs u (..., H), and C (..., N)."""
@@ -142,6 +146,6 @@ class S6Layer(SSMLayer):
     def _step(self, A, state, u_t):
         A_bar, Bu, C = self._discretize(A, u_t)
         state = A_bar * state + Bu
-        y = jnp.einsum("...n,...hn->...h", C, state, precision=jax.lax.Precision.HIGHEST)
+        y = jnp.einsum("...n,...hn->...h", C, state, precision=_FULL)
         return state, y + self._skip(u_t.dtype) * u_t
 
