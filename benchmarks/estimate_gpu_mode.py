@@ -26,8 +26,9 @@ GPU: chapter 8's CPU recipe, whose steps need under 0.1 ms of memory traffic, to
 for its 17,280 steps of validation grid on an H100 (10-12 ms a step, with other chapters
 running beside it). Every fit compiles its training step again (a new optimiser is a new
 program), while the evaluation, which has no optimiser, compiles once per model shape (for
-its full and its last, partial batch); a compilation is charged what it takes on this
-machine's CPU. The
+its full and its last, partial batch); a compilation is charged the CPU time it takes here
+(process time, so that other programs on the machine do not count). That is conservative:
+the floor's measurement above already contains its runs' compilations. The
 chapter's other cells (data, probe, figures) are charged their time in CPU mode.
 
 The CPU's cost analysis counts what the CPU program does: a GPU program of the same model
@@ -81,9 +82,9 @@ def analyse(function, state: tuple, *data, name: str, calls: int, compilations: 
     shapes as ShapeDtypeStructs) and read its cost and memory analysis."""
     import jax
 
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: programs running beside this one do not count
     compiled = jax.jit(function).lower(*state, *data).compile()
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     memory = compiled.memory_analysis()
