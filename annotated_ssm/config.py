@@ -25,11 +25,13 @@ from ._validation import (MAX_SEED, check_bool, check_choice, check_positive_int
                           check_seed, check_step_bounds)
 from .layers import LAYERS, get_layer
 
-__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_SEED", "check_seed"]
+__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS", "MAX_SEED",
+           "check_seed"]
 
 NORMS = ("layer", "batch")
 POOLINGS = ("mean", "last")
 TASKS = ("classification", "regression")
+MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers = 10**6 is refused
 
 
 def _field(default: Any, help: str, **metadata) -> Any:
@@ -84,6 +86,9 @@ class ModelConfig:
         check_choice("layer", self.layer, LAYERS)
         for name in ("d_model", "n_layers", "state_size"):
             _checked(self, name, check_positive_int)
+        if self.n_layers > MAX_LAYERS:  # building is a Python loop: 10**6 blocks take minutes
+            raise ValueError(f"n_layers must be an integer in [1, {MAX_LAYERS}]; got "
+                             f"{self.n_layers}.")
         check_choice("norm", self.norm, NORMS)
         check_choice("pooling", self.pooling, POOLINGS)
         for name in ("glu", "bidirectional"):
