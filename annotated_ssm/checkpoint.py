@@ -62,26 +62,29 @@ _stale_optimizers = weakref.WeakSet()  # optimisers whose model fit gave other w
 
 # --- Where a save may write -----------------------------------------------------------------
 
-def _holds_only_a_save(folder: pathlib.Path, finished: bool) -> bool:
-    """True if ``folder`` holds only names an orbax save of ours writes (never a user's file)."""
+def _not_ours(folder: pathlib.Path, finished: bool) -> list[str]:
+    """The names in a version folder (``finished``) or an unfinished save that no save of ours
+    writes (a user's file), or the folder itself if it is not one."""
     if folder.is_symlink() or not folder.is_dir():
-        return False
-    names = {re.sub(r"\.orbax-checkpoint-tmp.*$", "", p.name) for p in folder.iterdir()}
-    return names <= {METADATA, *ARRAYS, *_ORBAX_FILES} and (not finished or METADATA in names)
+        return [folder.name]
+    names = {re.sub(r"\.orbax-checkpoint-tmp.*$", "", p.name): p.name for p in folder.iterdir()}
+    other = [f"{folder.name}/{name}" for key, name in names.items()
+             if key not in (METADATA, *ARRAYS, *_ORBAX_FILES)]
+    return other + ([f"{folder.name} (no {METADATA})"] if finished and METADATA not in names else [])
 
 
 def _unfinished_saves(path: pathlib.Path) -> list[pathlib.Path]:
-    """What interrupted saves left in the checkpoint folder ``path``."""
+    """What interrupted saves left in the checkpoint folder ``path`` (and nothing else)."""
     if not path.is_dir() or path.is_symlink():
         return []
-    return [p for p in path.iterdir() if _UNFINISHED.match(p.name) and _holds_only_a_save(p, False)]
+    return [p for p in path.iterdir() if _UNFINISHED.match(p.name) and not _not_ours(p, False)]
 
 
-def _is_checkpoint(path: pathlib.Path) -> bool:
-    """True if ``path`` is a folder holding only versions and unfinished saves of ours."""
-    entries = list(path.iterdir())
-    versions = [p for p in entries if p.name.isdigit() and _holds_only_a_save(p, True)]
-    return bool(versions) and len(versions) + len(_unfinished_saves(path)) == len(entries)
+def _not_a_checkpoints(path: pathlib.Path) -> list[str]:
+    """The names in ``path`` that are not a checkpoint's versions or unfinished saves."""
+    return [n for p in path.iterdir() for n in (
+        _not_ours(p, True) if p.name.isdigit() else
+        _not_ours(p, False) if _UNFINISHED.match(p.name) else [p.name])]
 
 
 def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
@@ -92,11 +95,11 @@ def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
         path = path.parent
 
 
-def check_folder(path: str | os.PathLike, is_ours, kind: str) -> pathlib.Path:
+def check_folder(path: str | os.PathLike, not_ours, kind: str) -> pathlib.Path:
     """``path`` as an absolute path if a save may create or replace it; else raise.
 
-    ValueError for anything a save would destroy: a file, a folder holding other files than
-    ``is_ours(path)`` accepts (``kind`` names what it should hold), the current directory or
+    ValueError for anything a save would destroy: a file, a folder holding files that
+    ``not_ours(path)`` names (``kind`` names what it should hold), the current directory or
     one of its parents, a name too long for the file system. OSError if the nearest existing
     folder cannot be written (found by creating and removing a directory there, which also
     works for root, whom permissions do not stop). Nothing is left behind.
@@ -121,8 +124,7 @@ def check_folder(path: str | os.PathLike, is_ours, kind: str) -> pathlib.Path:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ValueError(f"{kind} path {str(path)!r} exists and is not a directory; saving would "
                          "replace it. Choose another path.")
-    if path.is_dir() and any(path.iterdir()) and not is_ours(path):
-        shown = sorted(p.name for p in path.iterdir())[:5]
+    if path.is_dir() and (shown := sorted(not_ours(path))[:5]):
         raise ValueError(f"{kind} path {str(path)!r} holds files that are not a {kind}'s "
                          f"({shown}); saving could delete them. Choose a new or empty folder.")
     if not ancestor.is_dir():
@@ -139,7 +141,7 @@ def check_folder(path: str | os.PathLike, is_ours, kind: str) -> pathlib.Path:
 def check_checkpoint_path(path: str | os.PathLike) -> pathlib.Path:
     """``path`` (absolute) if a checkpoint may be saved there: a new path, an empty folder or
     an earlier checkpoint of this package; else ValueError or OSError (see :func:`check_folder`)."""
-    return check_folder(path, _is_checkpoint, "checkpoint")
+    return check_folder(path, _not_a_checkpoints, "checkpoint")
 
 
 # --- What a save holds ----------------------------------------------------------------------
@@ -276,20 +278,19 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
     path.mkdir(parents=True, exist_ok=True)
     args = ocp.args.Composite(**{METADATA: ocp.args.JsonSave(metadata)},
                               **{key: ocp.args.StandardSave(arrays) for key, arrays in tree.items()})
-    with _manager(path, create=True) as manager:
-        try:
+    try:
+        with _manager(path, create=True) as manager:
             manager.save((manager.latest_step() or 0) + 1, args=args)
-        except (OSError, ValueError) as error:
-            full = getattr(error, "errno", None) == errno.ENOSPC or "RESOURCE_EXHAUSTED" in str(error)
-            if not full:
-                raise
-            free = shutil.disk_usage(path).free
-            raise OSError(errno.ENOSPC, f"no space left to save the checkpoint at {str(path)!r}: "
-                          f"{free / 2**20:,.1f} MiB free on its disk; the previous version is "
-                          "kept.") from error
-        finally:
-            for leftover in _unfinished_saves(path):  # this save's, if it failed
-                shutil.rmtree(leftover, ignore_errors=True)
+    except (OSError, ValueError) as error:
+        if getattr(error, "errno", None) != errno.ENOSPC and "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        free = shutil.disk_usage(path).free
+        raise OSError(errno.ENOSPC, f"no space left to save the checkpoint at {str(path)!r}: "
+                      f"{free / 2**20:,.1f} MiB free on its disk; the previous version is "
+                      "kept.") from error
+    finally:  # this save's folder, if it failed (orbax's threads may still be writing
+        for leftover in _unfinished_saves(path):  # there: then the next save removes it)
+            shutil.rmtree(leftover, ignore_errors=True)
     return path
 
 
@@ -306,7 +307,7 @@ def _read(path: str | os.PathLike, items: dict) -> tuple[pathlib.Path, dict]:
         raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.")
     with _manager(path, create=False) as manager:
         version = manager.latest_step()
-        if version is None or not _is_checkpoint(path):
+        if version is None or _not_a_checkpoints(path):
             left = [p.name for p in _unfinished_saves(path)]
             raise ValueError(f"{str(path)!r} is not an annotated_ssm checkpoint: it holds no "
                              "complete save" + (f" (only an interrupted one, {left})" if left

@@ -106,8 +106,8 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.step, self.path, self.signal = step, path, signum
 
 
-def _is_run(path: pathlib.Path) -> bool:
-    return all(p.name in (LAST, BEST) for p in path.iterdir())
+def _not_a_runs(path: pathlib.Path) -> list[str]:
+    return [p.name for p in path.iterdir() if p.name not in (LAST, BEST)]
 
 
 def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathlib.Path:
@@ -117,7 +117,7 @@ def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathli
     else, each a checkpoint ``check_checkpoint_path`` accepts). Without ``resume`` an
     unfinished run is refused (a new run would overwrite it).
     """
-    path = check_folder(path, _is_run, "run folder")
+    path = check_folder(path, _not_a_runs, "run folder")
     for name in (LAST, BEST):
         check_checkpoint_path(path / name)
     if not resume and (path / LAST).exists():
