@@ -49,7 +49,7 @@ from .model import DATA_KEYS, SequenceModel, count_dense_params, model_from_arch
 
 __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info",
            "check_checkpoint_path", "check_folder", "checkpoint_metadata", "check_optimizer",
-           "check_model_size", "device_memory", "mark_stale", "as_json", "BEST", "LAST", "FORMAT"]
+           "check_model_size", "device_memory", "mark_stale", "as_json", "remove_unfinished_saves", "BEST", "LAST", "FORMAT"]
 
 FORMAT, FORMAT_VERSION = "annotated_ssm checkpoint", 3
 METADATA = "annotated_ssm"  # the JSON item of each version
@@ -78,6 +78,14 @@ def _unfinished_saves(path: pathlib.Path) -> list[pathlib.Path]:
     if not path.is_dir() or path.is_symlink():
         return []
     return [p for p in path.iterdir() if _UNFINISHED.match(p.name) and not _not_ours(p, False)]
+
+
+def remove_unfinished_saves(path: str | os.PathLike) -> None:
+    """Remove what interrupted saves left in the checkpoint folder ``path``: folders under
+    orbax's unfinished name holding only what a save writes. Orbax renames a save to its
+    version number only when it is complete, so none of them holds a checkpoint."""
+    for leftover in _unfinished_saves(pathlib.Path(path)):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _not_a_checkpoints(path: pathlib.Path) -> list[str]:
@@ -237,8 +245,7 @@ def _manager(path: pathlib.Path, *, create: bool):
     manager = None
     try:
         if create:
-            for leftover in _unfinished_saves(path):
-                shutil.rmtree(leftover, ignore_errors=True)
+            remove_unfinished_saves(path)
         options = ocp.CheckpointManagerOptions(max_to_keep=1, create=create,
                                                enable_async_checkpointing=False)
         manager = ocp.CheckpointManager(path, options=options)
@@ -289,8 +296,7 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
                       f"{free / 2**20:,.1f} MiB free on its disk; the previous version is "
                       "kept.") from error
     finally:  # this save's folder, if it failed (orbax's threads may still be writing
-        for leftover in _unfinished_saves(path):  # there: then the next save removes it)
-            shutil.rmtree(leftover, ignore_errors=True)
+        remove_unfinished_saves(path)  # there: then the next save removes it)
     return path
 
 

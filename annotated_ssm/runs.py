@@ -9,7 +9,8 @@ numbered versions, the newest complete one counting), never mixed::
     RUN/best/N/   the best epoch's model on validation
 
 ``last`` is saved after the first update (so a run stopped at any later time has something
-to resume), every ``save_every_steps`` updates or ``save_every_minutes`` minutes, when the
+to resume), at every multiple of ``save_every_steps`` updates and when ``save_every_minutes``
+minutes have passed since the last save, when the
 process gets SIGINT (Ctrl-C) or SIGTERM (``kill``, ``docker stop``, a cluster's preemption),
 and at the end; SIGKILL (``kill -9``) cannot be caught and loses what was trained since the
 last save. ``best`` is saved after each new best epoch. A save that is stopped leaves the
@@ -38,7 +39,7 @@ from flax import nnx
 
 from .checkpoint import (BEST, LAST, as_json, check_checkpoint_path, check_folder,
                          checkpoint_metadata, load_model, read_checkpoint_info,
-                         restore_checkpoint, save_checkpoint)
+                         remove_unfinished_saves, restore_checkpoint, save_checkpoint)
 from .config import TrainConfig
 from .data import Dataset
 
@@ -197,7 +198,7 @@ class Run:
             return False
         every, minutes = self.config.save_every_steps, self.config.save_every_minutes
         return (self.signal is not None or self.saved_update is None
-                or (every is not None and self.update - self.saved_update >= every)
+                or (every is not None and self.update % every == 0)
                 or (minutes is not None and time.monotonic() - self.saved_time >= 60 * minutes))
 
     def save(self, model, optimizer, *, finished: bool = False) -> None:
@@ -270,6 +271,8 @@ def open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_step
                                                             resume=resume_from is not None)
     if path is not None:
         checkpoint_metadata(model, config)  # a value JSON cannot store fails now, not later
+        for name in (LAST, BEST):  # what kill -9 left in a save: never a checkpoint
+            remove_unfinished_saves(path / name)
     run = Run(path, config, dataset, total_steps)
     if resume_from is not None:
         run.resume(resume_from, model, optimizer, dataset)
