@@ -1,22 +1,15 @@
 """Checkpoints on orbax-checkpoint that rebuild their model and never delete a user's file.
 
-A checkpoint is a folder that ``orbax.checkpoint.CheckpointManager`` keeps, one numbered
-version per save (the newest complete one is the checkpoint; older ones are deleted)::
-
-    PATH/N/annotated_ssm/   JSON: the architecture (``model.architecture``: its ModelConfig's
-                            ``to_dict()`` and the data's shapes), format, package version,
-                            training configuration, update count, extra facts
-    PATH/N/model/           parameters and batch statistics
-    PATH/N/optimizer/       the optimiser's state, if saved
-    PATH/N/rng/             the dropout streams' keys and counts
-
-Orbax writes a save into ``PATH/N.orbax-checkpoint-tmp…`` and renames it to ``PATH/N`` only
-when it is complete; then the manager deletes version N-1. So whatever stops a save (Ctrl-C,
-an exception, kill -9, a full disk) leaves the previous version as it was, and what it left
-is recognised by orbax's unfinished name alone, not by whether some process is alive: the
-next save or read removes it. What this module adds to orbax: the architecture JSON (so
-``load_model(PATH)`` rebuilds the model), the checks that a save never writes over a user's
-files, and clear errors.
+A checkpoint is a folder kept by ``orbax.checkpoint.CheckpointManager``, one numbered version
+per save, the newest complete one counting: ``PATH/N/`` holds ``annotated_ssm`` (JSON: the
+architecture, i.e. ModelConfig's ``to_dict()`` and the data's shapes, format, package
+version, training configuration, update count, extra facts), ``model`` (parameters, batch
+statistics), ``optimizer`` (if saved) and ``rng`` (dropout streams). Orbax writes a save into
+``PATH/N.orbax-checkpoint-tmp…`` and renames it to ``PATH/N`` only when it is complete, then
+deletes version N-1: whatever stops a save (Ctrl-C, an exception, kill -9, a full disk)
+leaves the previous version, and what it left is known by orbax's unfinished name alone, not
+by a process id. This module adds what orbax does not do: the architecture (so
+``load_model(PATH)`` rebuilds the model), refusing to write over a user's files, clear errors.
 """
 
 from __future__ import annotations
@@ -44,12 +37,11 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from . import __version__
-from .config import ModelConfig
-from .model import DATA_KEYS, SequenceModel, count_dense_params, model_from_architecture
+from .model import SequenceModel, model_from_architecture
 
 __all__ = ["save_checkpoint", "restore_checkpoint", "load_model", "read_checkpoint_info",
            "check_checkpoint_path", "check_folder", "checkpoint_metadata", "check_optimizer",
-           "check_model_size", "device_memory", "mark_stale", "as_json", "remove_unfinished_saves", "BEST", "LAST", "FORMAT"]
+           "mark_stale", "as_json", "remove_unfinished_saves", "BEST", "LAST", "FORMAT"]
 
 FORMAT, FORMAT_VERSION = "annotated_ssm checkpoint", 3
 METADATA = "annotated_ssm"  # the JSON item of each version
@@ -95,27 +87,22 @@ def _not_a_checkpoints(path: pathlib.Path) -> list[str]:
         _not_ours(p, False) if _UNFINISHED.match(p.name) else [p.name])]
 
 
-def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
-    while True:
-        with contextlib.suppress(OSError):  # a name too long does not exist
-            if path.exists():
-                return path
-        path = path.parent
+def _exists(path: pathlib.Path) -> bool:
+    with contextlib.suppress(OSError):  # a name too long does not exist
+        return path.exists()
+    return False
 
 
 def check_folder(path: str | os.PathLike, not_ours, kind: str) -> pathlib.Path:
-    """``path`` as an absolute path if a save may create or replace it; else raise.
-
-    ValueError for anything a save would destroy: a file, a folder holding files that
-    ``not_ours(path)`` names (``kind`` names what it should hold), the current directory or
-    one of its parents, a name too long for the file system. OSError if the nearest existing
-    folder cannot be written (found by creating and removing a directory there, which also
-    works for root, whom permissions do not stop). Nothing is left behind.
-    """
+    """``path``, absolute, if a save may create or replace it. ValueError for what a save would
+    destroy: a file, a folder with files ``not_ours(path)`` names (not a ``kind``'s), the
+    current directory or a parent of it, a name too long; OSError if the nearest existing
+    folder cannot be written (tried by making a directory there: root ignores permissions)."""
     if not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise TypeError(f"a {kind} path must be a non-empty str or os.PathLike; got {path!r}.")
-    path = pathlib.Path(path).absolute()
-    ancestor = _nearest_existing(path)
+    path = ancestor = pathlib.Path(path).absolute()
+    while not _exists(ancestor):
+        ancestor = ancestor.parent
     try:
         name_max = os.pathconf(ancestor, "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):  # not POSIX, or unknown: the common limit
@@ -192,8 +179,7 @@ def checkpoint_metadata(model: SequenceModel, config: Any = None, extra: dict | 
 
 
 def mark_stale(optimizer: nnx.Optimizer) -> None:
-    """Record that ``optimizer``'s model now holds other weights than its state belongs to
-    (``fit`` with ``keep_best`` put the best epoch's weights back)."""
+    """Record that ``optimizer``'s model now holds other weights than its state belongs to."""
     _stale_optimizers.add(optimizer)
 
 
@@ -208,9 +194,8 @@ def check_optimizer(model: SequenceModel, optimizer: nnx.Optimizer | None) -> No
     if shapes(expected) != shapes(optimizer.opt_state) or optimizer in _stale_optimizers:
         raise ValueError("this optimizer's state does not belong to the model's current weights "
                          "(it was made for another model, or fit with keep_best put the best "
-                         "epoch's weights back into its model): together they could not continue "
-                         "training. Save the model alone, or give fit a run folder, which saves "
-                         "the training state and the best model separately.")
+                         "epoch's weights back into its model), so they could not train on "
+                         "together. Save the model alone, or give fit a run folder.")
 
 
 def _arrays(model: SequenceModel, optimizer: nnx.Optimizer | None) -> dict[str, dict]:
@@ -232,12 +217,9 @@ def _is_key(value) -> bool:
 
 @contextlib.contextmanager
 def _manager(path: pathlib.Path, *, create: bool):
-    """Orbax's manager of the checkpoint folder ``path`` (one version kept, synchronous), with
-    what interrupted saves left removed first. Orbax's own clean-up (``cleanup_tmp_directories``)
-    runs in the background in orbax 0.12 and does not recognise every name of its own, so
-    the unfinished saves are removed here, where only ours are touched. It is quiet: on a
-    corrupted file orbax's threads log warnings and print each failed coroutine's traceback,
-    although the error raised says what is wrong."""
+    """Orbax's manager of ``path`` (one version kept, synchronous), quiet (on a bad file orbax's
+    threads log and print tracebacks the error we raise makes redundant). Unfinished saves are
+    removed here: orbax 0.12's own clean-up runs in the background and misses some names."""
     absl_logger, hook = logging.getLogger("absl"), sys.unraisablehook
     level = absl_logger.level
     absl_logger.setLevel(logging.CRITICAL)
@@ -261,17 +243,12 @@ def _manager(path: pathlib.Path, *, create: bool):
 def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
                     optimizer: nnx.Optimizer | None = None, *, config: Any = None,
                     extra: dict | None = None, training_state: dict | None = None) -> pathlib.Path:
-    """Save ``model`` (and ``optimizer``, to resume training) as the checkpoint ``path``.
-
-    ``path``: a new path, an empty folder or an earlier checkpoint (replaced only once the new
-    one is complete); anything else raises (see :func:`check_checkpoint_path`). ``model``: a
-    ``SequenceClassifier`` or ``CausalSequenceModel``, stored with its architecture and dropout
-    streams; ``optimizer``: its state (moments, update count), which must belong to ``model``
-    (:func:`check_optimizer`); ``config`` (any dataclass), ``extra`` (JSON facts, e.g. metrics)
-    and ``training_state`` (where ``fit`` was) are recorded. Returns the absolute path.
-
-    ValueError if a parameter is NaN or infinite (a diverged model never replaces a good
-    checkpoint) or a recorded value is not JSON; OSError naming the free space on a full disk.
+    """Save ``model`` (a ``SequenceClassifier`` or ``CausalSequenceModel``: its weights, dropout
+    streams, architecture) and ``optimizer`` (its state must belong to ``model``) as the
+    checkpoint ``path``: a new path, an empty folder or an earlier checkpoint, replaced once the
+    new one is complete. ``config`` (a dataclass), ``extra`` (JSON facts) and ``training_state``
+    (where ``fit`` was) are recorded. Returns the absolute path. ValueError for a NaN or
+    infinite parameter or a value JSON cannot store; OSError with the free space on a full disk.
     """
     path = check_checkpoint_path(path)
     check_optimizer(model, optimizer)
@@ -300,15 +277,11 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
     return path
 
 
-def _in_run_folder(path: pathlib.Path) -> pathlib.Path:
-    """A run folder's best checkpoint (else its last); any other path as it is."""
-    return next((path / name for name in (BEST, LAST) if (path / name).is_dir()
-                 and not (path / METADATA).exists()), path)
-
-
 def _read(path: str | os.PathLike, items: dict) -> tuple[pathlib.Path, dict]:
-    """(the checkpoint's path, the ``items`` restored from its newest version)."""
-    path = _in_run_folder(pathlib.Path(path).absolute())
+    """(the checkpoint's path, the ``items`` restored from its newest version); a run folder
+    stands for its best checkpoint, else its last."""
+    path = pathlib.Path(path).absolute()
+    path = next((path / name for name in (BEST, LAST) if (path / name).is_dir()), path)
     if not path.is_dir():
         raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.")
     with _manager(path, create=False) as manager:
@@ -328,11 +301,9 @@ def _read(path: str | os.PathLike, items: dict) -> tuple[pathlib.Path, dict]:
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
-    """The metadata of the checkpoint at ``path`` (a run folder: its best, else its last).
-
-    ValueError with an accurate message for a path that is not a checkpoint, unreadable or
-    corrupted metadata, or a checkpoint of another format version.
-    """
+    """The metadata of the checkpoint at ``path`` (a run folder: its best, else its last);
+    ValueError saying what is wrong with a path that is not one, corrupted metadata, or
+    another format version."""
     path, restored = _read(path, {METADATA: ocp.args.JsonRestore()})
     info = restored[METADATA]
     if not isinstance(info, dict) or info.get("format") != FORMAT:
@@ -367,21 +338,18 @@ def restore_checkpoint(path: str | os.PathLike, model: SequenceModel,
     if optimizer is not None and not info["has_optimizer"]:
         raise ValueError(f"the checkpoint at {str(path)!r} holds no optimiser state (it was saved "
                          "without one); restore only the model.")
-    # Each array is restored where the model's array lives (its sharding): orbax need not
-    # guess from the file, and does not warn that it did.
-    targets = _arrays(model, optimizer)
+    # Each array is restored where the model's array lives (its sharding): orbax need not guess.
     _, restored = _read(path, {key: ocp.args.StandardRestore(jax.tree.map(
         lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype, sharding=getattr(a, "sharding", None)),
-        arrays)) for key, arrays in targets.items()})
+        arrays)) for key, arrays in _arrays(model, optimizer).items()})
     for key, owner, kind in (("model", model, nnx.Any(nnx.Param, nnx.BatchStat)),
                              ("optimizer", optimizer, nnx.optimizer.OptState),
                              ("rng", model, nnx.RngState)):
         if key in restored:
             state = nnx.state(owner, kind)
-            old = nnx.to_pure_dict(state)
             nnx.replace_by_pure_dict(state, jax.tree.map(
                 lambda o, n: jax.random.wrap_key_data(np.asarray(n), impl=jax.random.key_impl(o))
-                if _is_key(o) else jnp.asarray(n, o.dtype), old, restored[key]))
+                if _is_key(o) else jnp.asarray(n, o.dtype), nnx.to_pure_dict(state), restored[key]))
             nnx.update(owner, state)
     return info
 
@@ -391,38 +359,13 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def device_memory() -> int | None:
-    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
-    try:
-        stats = jax.local_devices()[0].memory_stats() or {}
-        return int(stats.get("bytes_limit") or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_model_size(config: ModelConfig, d_input: int, d_output: int) -> None:
-    """ValueError if training ``config``'s model cannot fit the device's memory, by a lower
-    bound of its parameters: the dense layers (``count_dense_params``) and, per block, the SSM
-    layer's own (each layer holds at least an H × N output matrix C)."""
-    n_params = (count_dense_params(config, d_input, d_output)
-                + config.n_layers * config.d_model * config.state_size)
-    needed, memory = 4 * 4 * n_params, device_memory()  # float32 weights, gradients, 2 moments
-    if memory is not None and needed > memory:
-        raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
-                         f"{config.state_size} make a model of more than {n_params:,} parameters: "
-                         f"training needs at least {needed / 2**30:,.1f} GiB, and this device has "
-                         f"{memory / 2**30:,.1f} GiB.")
-
-
 def load_model(path: str | os.PathLike, *, seed: int = 0) -> SequenceModel:
     """Rebuild the model stored at ``path`` (a checkpoint, or a run folder: its best model, else
-    its last) from its recorded architecture, after checking its sizes against the device's
-    memory, and restore its weights; returned in eval mode. ``seed`` seeds only dropout."""
-    architecture = read_checkpoint_info(path)["architecture"]
-    config = ModelConfig.from_dict({k: v for k, v in architecture.items() if k not in DATA_KEYS})
-    check_model_size(config, architecture.get("d_input", 1),
-                     architecture.get("n_classes") or architecture.get("d_output") or 1)
-    model = model_from_architecture(architecture, rngs=nnx.Rngs(seed))
+    its last) from its recorded architecture (its sizes checked by ``ModelConfig`` first: a
+    tampered ``n_layers=10**6`` is refused, not built) and restore its weights; returned in
+    eval mode. ``seed`` seeds only dropout."""
+    model = model_from_architecture(read_checkpoint_info(path)["architecture"],
+                                    rngs=nnx.Rngs(seed))
     restore_checkpoint(path, model)
     model.eval()
     return model

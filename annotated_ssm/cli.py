@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import signal
 import sys
@@ -29,9 +30,9 @@ from typing import Any
 
 import jax
 
-from .checkpoint import check_model_size
 from .config import ModelConfig, TrainConfig
 from .data import DATASET_TASKS, DATASETS, load_dataset
+from .model import count_dense_params
 from .runs import BEST, LAST, TrainingInterrupted, check_resume, check_run_folder
 from .train import DivergedError, build_model, count_params, count_steps, fit
 
@@ -127,6 +128,29 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     return ModelConfig(**model_values), train
 
 
+def _device_memory() -> int | None:
+    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
+    try:
+        stats = jax.local_devices()[0].memory_stats() or {}
+        return int(stats.get("bytes_limit") or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_model_size(config: ModelConfig, d_input: int, d_output: int) -> None:
+    """ValueError if training ``config``'s model cannot fit the device's memory, by a lower
+    bound of its parameters: the dense layers (``count_dense_params``) and, per block, the SSM
+    layer's own (each layer holds at least an H × N output matrix C)."""
+    n_params = (count_dense_params(config, d_input, d_output)
+                + config.n_layers * config.d_model * config.state_size)
+    needed, memory = 4 * 4 * n_params, _device_memory()  # float32 weights, gradients, 2 moments
+    if memory is not None and needed > memory:
+        raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
+                         f"{config.state_size} make a model of more than {n_params:,} parameters: "
+                         f"training needs at least {needed / 2**30:,.1f} GiB, and this device has "
+                         f"{memory / 2**30:,.1f} GiB.")
+
+
 def _check_before_loading(model_config: ModelConfig, config: TrainConfig, dataset: str,
                           checkpoint: pathlib.Path | None, resume: bool) -> None:
     """What the configs' checks cannot know without the command's other options: the model
@@ -134,7 +158,7 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     save creates), and with ``resume`` that the saved run used the same options."""
     model_config.check_task(DATASET_TASKS[dataset])
     n_outputs = 1 if DATASET_TASKS[dataset] == "regression" else 2  # at least
-    check_model_size(model_config, 1, n_outputs)
+    _check_model_size(model_config, 1, n_outputs)
     if resume and checkpoint is None:
         raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
     if checkpoint is not None:

@@ -279,9 +279,10 @@ def count_steps(config: TrainConfig, dataset: Dataset) -> int:
 
 def check_fit_arguments(model: SequenceModel, dataset: Dataset, config: TrainConfig | None,
                         optimizer: nnx.Optimizer | None, mesh: Mesh | None, test: bool,
-                        resume_from: Any) -> tuple[TrainConfig, Mesh]:
+                        resume_from: Any) -> tuple[TrainConfig, Mesh, int]:
     """Every check of ``fit``'s arguments, before anything is compiled; returns the config and
-    the mesh, defaults filled in. (The data set checked its arrays when it was built.)"""
+    the mesh (defaults filled in) and the update budget. (The data set checked its arrays when
+    it was built.)"""
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):  # a TrainConfig is checked when it is built
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
@@ -294,12 +295,11 @@ def check_fit_arguments(model: SequenceModel, dataset: Dataset, config: TrainCon
     if config.batch_size % mesh.devices.size:
         raise ValueError(f"batch_size must be divisible by the number of devices "
                          f"({mesh.devices.size}) for data parallelism; got {config.batch_size}.")
-    count_steps(config, dataset)
     check_optimizer(model, optimizer)
     if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
         raise TypeError("resume_from must be a str or os.PathLike (a run folder); got "
                         f"{type(resume_from).__name__}.")
-    return config, mesh
+    return config, mesh, count_steps(config, dataset)
 
 
 def _check_losses(run: Run, epoch: int, bar) -> np.ndarray:
@@ -379,28 +379,21 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     4. The test set is evaluated once, at the end, into ``history.test_*`` (not with
        ``test=False``: a run that chooses hyper-parameters never looks at it).
 
-    ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`): the training state is saved to
-    ``checkpoint/last`` after the first update, every ``config.save_every_steps`` updates or
-    ``save_every_minutes`` minutes, on SIGINT (Ctrl-C) or SIGTERM (then
-    :class:`TrainingInterrupted` is raised) and at the end; each new best epoch goes to
-    ``checkpoint/best``. Everything a save needs is checked before training starts.
-
-    ``resume_from``: a run folder ``fit`` saved to; training continues where it stopped, and
-    the result is bit for bit the one of an uninterrupted run (on the same device; dropout
-    included). Give the same ``config`` (only ``TrainConfig.RESUME_IRRELEVANT`` may change),
-    model and data set. The history covers the whole run. A run that had ended is not
-    trained again: the model gets its final (or best) weights and the test set is evaluated.
-
-    A given ``optimizer`` (e.g. restored with ``restore_checkpoint``) is used as it is,
-    schedule included, and training starts at its update count.
+    ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`, which says when it is saved):
+    the training state in ``checkpoint/last``, each new best epoch in ``checkpoint/best``; on
+    SIGINT (Ctrl-C) or SIGTERM, ``fit`` saves and raises :class:`TrainingInterrupted`.
+    ``resume_from``: a run folder ``fit`` saved to; training continues where it stopped, bit
+    for bit as an uninterrupted run (same device; dropout included), given the same config
+    (but ``TrainConfig.RESUME_IRRELEVANT``), model and data; a finished run is only evaluated.
+    A given ``optimizer`` is used as it is, schedule included, from its update count.
 
     Raises :class:`DivergedError` (naming the update) when the loss becomes NaN or infinite;
     it is checked at the end of every epoch and before every save.
     """
-    config, mesh = check_fit_arguments(model, dataset, config, optimizer, mesh, test, resume_from)
+    config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh, test,
+                                                    resume_from)
     x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
                                                       config.validation_fraction, seed=config.seed)
-    total_steps = count_steps(config, dataset)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
     run = open_run(model, optimizer, dataset, config, total_steps, checkpoint, resume_from)
     replicate(model, mesh)

@@ -107,7 +107,7 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "data.csv").write_text("1,2")
     (tmp_path / "file").write_text("x")
-    for path, message in ((tmp_path / "folder", "holds files that are not a training run's "
+    for path, message in ((tmp_path / "folder", "holds files that are not a run folder's "
                                                 "(['data.csv'])"),
                           (tmp_path / "file", "exists and is not a directory"),
                           (tmp_path / "file" / "ckpt", "is not a directory"),

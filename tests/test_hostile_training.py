@@ -25,12 +25,10 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
-
-import shutil
 import sys
-import textwrap
 import time
 
 import jax
