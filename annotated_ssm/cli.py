@@ -4,13 +4,14 @@
     python -m annotated_ssm.cli ... --checkpoint runs/s4d --resume   # after Ctrl-C
     python -m annotated_ssm.cli --help
 
-(also installed as ``annotated-ssm-train``; ``python -m annotated_ssm.train`` runs it too).
-Its options are the fields of ``ModelConfig`` and ``TrainConfig`` (``annotated_ssm.config``),
+(also installed as ``annotated-ssm-train``). Its options are the fields of ``ModelConfig`` and ``TrainConfig`` (``annotated_ssm.config``),
 with their help texts and defaults. Everything that can be checked without the data is
 checked before it is loaded, by the configs' own checks: the values, the layer options'
 names against the layer's signature, the options against the data set's task, a lower bound
 of the model's size against the memory, the run folder, and with ``--resume`` that the
-options are the saved run's.
+options are the saved run's; what needs the data's size (a batch larger than the training
+split) right after loading. SIGINT (Ctrl-C) and SIGTERM save the training state first (exit
+status 130 and 143).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import math
 import os
 import pathlib
+import signal
 import sys
 import typing
 from typing import Any
@@ -30,10 +32,9 @@ import jax
 
 from .config import ModelConfig, TrainConfig
 from .data import DATASET_TASKS, DATASETS, load_dataset
-from .model import DATA_KEYS, count_dense_params
-from .train import (BEST, LAST, DivergedError, TrainingInterrupted, _config_differences,
-                    _saved_training_state, build_model, check_run_folder, count_params,
-                    count_steps, fit)
+from .model import count_dense_params
+from .runs import BEST, LAST, TrainingInterrupted, check_resume, check_run_folder
+from .train import DivergedError, build_model, count_params, count_steps, fit
 
 __all__ = ["main"]
 
@@ -84,7 +85,7 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m annotated_ssm.cli",
-        description="Train a deep SSM (S4, DSS, S4D or S5 blocks) on a sequence dataset. The "
+        description="Train a deep SSM (S4, DSS, S4D, S5 or S6 blocks) on a sequence dataset. The "
                     "options in the groups ModelConfig and TrainConfig are the fields of those "
                     "dataclasses, with their defaults.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -93,9 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="dataset (smnist and scifar are downloaded once; the others are "
                              "generated locally)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
-                        help="a run folder: the training state is saved to DIR/last (periodically, "
-                             "on Ctrl-C and at the end) and the best epoch's model to DIR/best; "
-                             "checked before training")
+                        help="a run folder: the training state is saved to DIR/last (after the "
+                             "first update, periodically, on SIGINT/Ctrl-C or SIGTERM, and at the "
+                             "end) and the best epoch's model to DIR/best; checked before training")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run saved in --checkpoint DIR, with the same options")
     _add_fields(parser, ModelConfig)
@@ -127,15 +128,27 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     return ModelConfig(**model_values), train
 
 
-def _memory_bytes() -> int | None:
+def _device_memory() -> int | None:
     """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
     try:
         stats = jax.local_devices()[0].memory_stats() or {}
-        if stats.get("bytes_limit"):
-            return int(stats["bytes_limit"])
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return int(stats.get("bytes_limit") or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _check_model_size(config: ModelConfig, d_input: int, d_output: int) -> None:
+    """ValueError if training ``config``'s model cannot fit the device's memory, by a lower
+    bound of its parameters: the dense layers (``count_dense_params``) and, per block, the SSM
+    layer's own (each layer holds at least an H × N output matrix C)."""
+    n_params = (count_dense_params(config, d_input, d_output)
+                + config.n_layers * config.d_model * config.state_size)
+    needed, memory = 4 * 4 * n_params, _device_memory()  # float32 weights, gradients, 2 moments
+    if memory is not None and needed > memory:
+        raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
+                         f"{config.state_size} make a model of more than {n_params:,} parameters: "
+                         f"training needs at least {needed / 2**30:,.1f} GiB, and this device has "
+                         f"{memory / 2**30:,.1f} GiB.")
 
 
 def _check_before_loading(model_config: ModelConfig, config: TrainConfig, dataset: str,
@@ -144,32 +157,14 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig, datase
     against the data set's task, its size against the memory, the run folder (every name a
     save creates), and with ``resume`` that the saved run used the same options."""
     model_config.check_task(DATASET_TASKS[dataset])
-    n_params = count_dense_params(model_config, 1, 2)  # a lower bound: 1 channel, 2 classes
-    memory = _memory_bytes()
-    needed = 4 * 4 * n_params  # float32 weights, gradients and AdamW's two moments
-    if memory is not None and needed > memory:
-        raise ValueError(f"d_model={model_config.d_model}, n_layers={model_config.n_layers} make "
-                         f"a model of more than {n_params:,} parameters: training needs at least "
-                         f"{needed / 2**30:,.1f} GiB, and this device has "
-                         f"{memory / 2**30:,.1f} GiB.")
+    n_outputs = 1 if DATASET_TASKS[dataset] == "regression" else 2  # at least
+    _check_model_size(model_config, 1, n_outputs)
     if resume and checkpoint is None:
         raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
-    if checkpoint is None:
-        return
-    path = check_run_folder(checkpoint, resume=resume)
-    if not resume:
-        return
-    info, state = _saved_training_state(path)
-    differ = _config_differences(info.get("train_config"), config)
-    stored = {k: v for k, v in info["architecture"].items() if k not in DATA_KEYS}
-    ours = json.loads(json.dumps(model_config.to_dict()))  # as it reads back (tuples: lists)
-    differ += [f"{k}: stored {stored.get(k)!r}, given {ours.get(k)!r}"
-               for k in sorted(set(ours) | set(stored)) if ours.get(k) != stored.get(k)]
-    if state["dataset"]["name"] != dataset:
-        differ.append(f"dataset: stored {state['dataset']['name']!r}, given {dataset!r}")
-    if differ:
-        raise ValueError(f"--resume: the run in {str(path)!r} was started with other options "
-                         f"({'; '.join(differ)}); give the same ones.")
+    if checkpoint is not None:
+        path = check_run_folder(checkpoint, resume=resume)
+        if resume:
+            check_resume(path, config, model_config.to_dict(), dataset)
 
 
 _JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
@@ -181,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     Exit status 0 on success; 2 (one line ``error: …``) for an invalid argument or
     checkpoint folder, found before any data is loaded or anything compiled (a value a
     layer refuses, e.g. an unknown S4D ``init``, when the model is built, after loading);
-    1 when a run fails later (a download, a diverged loss, memory); 130 on Ctrl-C (after
-    saving the training state to ``--checkpoint DIR/last``; ``--resume`` continues it).
+    the same for a batch larger than the training split, found when the data is loaded; 1
+    when a run fails later (a download, a diverged loss, memory); 130 on SIGINT (Ctrl-C) and
+    143 on SIGTERM, after saving the training state to ``--checkpoint DIR/last`` (``--resume``
+    continues it).
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -194,12 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dataset = load_dataset(args.dataset)
         try:
+            total_steps = count_steps(config, dataset)  # the batch against the training split
+        except ValueError as error:
+            parser.exit(2, f"error: {error}\n")
+        try:
             model = build_model(model_config, dataset, seed=config.seed)
         except (ValueError, TypeError) as error:  # an option value the layer refuses
             parser.exit(2, f"error: layer {model_config.layer!r} refuses its options: {error}\n")
         print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
-              f"{len(jax.local_devices())} device(s), {count_steps(config, dataset)} "
-              "steps", flush=True)
+              f"{len(jax.local_devices())} device(s), {total_steps} "
+              "optimiser updates", flush=True)
         history = fit(model, dataset, config, checkpoint=args.checkpoint,
                       resume_from=args.checkpoint if args.resume else None)
         summary = {"layer": model_config.layer, "dataset": args.dataset,
@@ -217,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             summary["checkpoint"] = str(folder / LAST)
             if (folder / BEST).exists():
                 summary["best"] = str(folder / BEST)
-    except TrainingInterrupted as interrupted:
-        parser.exit(130, f"error: {interrupted}\n")
+    except TrainingInterrupted as stopped:
+        parser.exit(128 + stopped.signal, f"interrupted by {signal.Signals(stopped.signal).name} "
+                    f"at update {stopped.step}; the training state is saved in "
+                    f"{str(stopped.path / LAST)!r}: continue with the same command and --resume.\n")
     except KeyboardInterrupt:
         parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the "
                          "training state).\n")

@@ -25,11 +25,13 @@ from ._validation import (MAX_SEED, check_bool, check_choice, check_positive_int
                           check_seed, check_step_bounds)
 from .layers import LAYERS, get_layer
 
-__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_SEED", "check_seed"]
+__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS", "MAX_SEED",
+           "check_seed"]
 
 NORMS = ("layer", "batch")
 POOLINGS = ("mean", "last")
 TASKS = ("classification", "regression")
+MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers = 10**6 is refused
 
 
 def _field(default: Any, help: str, **metadata) -> Any:
@@ -84,6 +86,9 @@ class ModelConfig:
         check_choice("layer", self.layer, LAYERS)
         for name in ("d_model", "n_layers", "state_size"):
             _checked(self, name, check_positive_int)
+        if self.n_layers > MAX_LAYERS:  # building is a Python loop: 10**6 blocks take minutes
+            raise ValueError(f"n_layers must be an integer in [1, {MAX_LAYERS}]; got "
+                             f"{self.n_layers}.")
         check_choice("norm", self.norm, NORMS)
         check_choice("pooling", self.pooling, POOLINGS)
         for name in ("glu", "bidirectional"):
@@ -183,9 +188,10 @@ class ModelConfig:
 class TrainConfig:
     """Hyper-parameters of a run; validated when built.
 
-    The budget is counted in optimiser steps: ``min(epochs × steps per epoch, max_steps)``.
-    The cosine schedule spans exactly that many steps, so two layers given the same config
-    take the same number of steps with the same schedule, however fast each one is.
+    The budget is counted in optimiser updates ("steps" in the field names; not the layers'
+    recurrence steps): ``min(epochs × updates per epoch, max_steps)``. The cosine schedule
+    spans exactly that many updates, so two layers given the same config make the same
+    number of updates with the same schedule, however fast each one is.
     """
 
     epochs: int = _field(10, "passes over the training set (after the validation split)")
@@ -194,12 +200,12 @@ class TrainConfig:
     lr: float = _field(4e-3, "peak learning rate of the ordinary parameters (AdamW)")
     ssm_lr: float = _field(1e-3, "peak learning rate of the SSM parameters (Adam, no weight decay)")
     weight_decay: float = _field(0.05, "AdamW decoupled weight decay of the ordinary parameters")
-    warmup_fraction: float = _field(0.1, "share of the steps spent warming the learning rate up "
-                                         "from 0, in [0, 1)")
+    warmup_fraction: float = _field(0.1, "share of the optimiser updates spent warming the learning "
+                                         "rate up from 0, in [0, 1)")
     seed: int = _field(0, "seed of the initialisation, the validation split and the shuffling "
                           "(epoch e: seed + e)")
-    max_steps: int | None = _field(None, "step budget: stop (and end the schedule) after this many "
-                                         "steps")
+    max_steps: int | None = _field(None, "budget of optimiser updates: stop (and end the schedule) "
+                                         "after this many")
     validation_fraction: float = _field(0.1, "share of the training set held out for validation, "
                                              "in [0, 1); 0: no validation")
     keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best "
@@ -207,7 +213,8 @@ class TrainConfig:
     eval_batch_size: int = _field(500, "batch size of evaluation")
     progress: bool = _field(True, "show a progress bar")
     save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state "
-                                                "every this many steps (also on Ctrl-C and at the "
+                                                "after every this many optimiser updates (also "
+                                                "after the first, on SIGINT/SIGTERM and at the "
                                                 "end)")
     save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training "
                                                     "state when this many minutes have passed "

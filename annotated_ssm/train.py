@@ -1,5 +1,5 @@
-"""Training: optax AdamW with the SSM papers' parameter groups, jitted steps, evaluation,
-checkpoints, data parallelism, and runs over several seeds.
+"""Training: optax AdamW with the SSM papers' parameter groups, jitted updates, evaluation,
+data parallelism, and runs over several seeds.
 
 The recipe of S4/DSS/S4D/S5:
 
@@ -13,34 +13,23 @@ devices and the parameters are replicated; ``jit`` then runs one shard per devic
 inserts the gradient all-reduce. On one device the mesh has one entry and nothing changes.
 
 Runs are described by two dataclasses (``annotated_ssm.config``): ``ModelConfig`` (the
-architecture) and ``TrainConfig`` (optimiser, step budget, validation split, seed). ``fit``
+architecture) and ``TrainConfig`` (optimiser, update budget, validation split, seed). ``fit``
 holds out a seeded validation split, keeps the weights of the best epoch on it, and
 evaluates the test set once, at the end; ``fit_seeds`` repeats a run over seeds and
-summarises mean ± standard deviation. Checkpoints (``annotated_ssm.checkpoint``) record the
-architecture, so ``load_model(path)`` rebuilds a model without repeating it.
+summarises mean ± standard deviation. Given a run folder (``annotated_ssm.runs``), ``fit``
+saves the training state and the best model there, and ``fit(..., resume_from=folder)``
+continues bit for bit where it stopped. "Step" in ``TrainConfig`` and ``History`` counts
+optimiser updates (not the layers' recurrence steps).
 
-Training is a resumable state: given a run folder, ``fit`` saves model, optimiser,
-dropout streams, step and history to ``folder/last`` (periodically, on Ctrl-C and at the
-end) and the best model on validation to ``folder/best``; ``fit(..., resume_from=folder)``
-continues bit for bit where it stopped.
-
-The command line is ``annotated_ssm.cli`` (``python -m annotated_ssm.train`` runs it too).
+The command line is ``annotated_ssm.cli``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import math
 import os
-import pathlib
-import shutil
-import signal
-import sys
-import threading
 import time
-import zlib
 from typing import Any
 
 import jax
@@ -51,14 +40,14 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from .checkpoint import (check_checkpoint_path, check_metadata, check_path_names, is_stale,
-                         load_model, mark_stale, read_checkpoint_info, recover_checkpoint,
-                         restore_checkpoint, save_checkpoint)
 from ._validation import check_bool, check_seed
+from .checkpoint import (check_optimizer, load_model, mark_stale, read_checkpoint_info,
+                         restore_checkpoint, save_checkpoint)
 from .config import ModelConfig, TrainConfig
-from .data import Dataset, batches, check_dataset, validation_split
+from .data import Dataset, batches, validation_split
 from .layers import SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
+from .runs import History, Run, TrainingInterrupted, check_run_folder, open_run
 
 __all__ = [
     "ModelConfig",
@@ -70,6 +59,7 @@ __all__ = [
     "SeedResults",
     "build_model",
     "check_model_matches",
+    "check_fit_arguments",
     "make_optimizer",
     "ssm_labels",
     "make_mesh",
@@ -88,40 +78,8 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass
-class History:
-    """What ``fit`` measured.
-
-    Per epoch (lists, one entry per completed or budget-truncated epoch): ``epoch``,
-    ``steps`` (optimiser steps so far), ``train_loss``, ``val_loss``, ``val_accuracy``
-    (NaN when there is no validation split; accuracy NaN for regression), ``epoch_time``.
-
-    Once, at the end: ``best_epoch`` (the epoch whose weights the model holds after ``fit``:
-    the best on validation with ``keep_best``, else the last), ``test_loss`` and
-    ``test_accuracy`` (the test set evaluated once, with those weights), ``stopped`` ("step
-    budget" when ``max_steps`` ended the run before ``epochs``).
-    """
-
-    epoch: list[int] = dataclasses.field(default_factory=list)
-    steps: list[int] = dataclasses.field(default_factory=list)
-    train_loss: list[float] = dataclasses.field(default_factory=list)
-    val_loss: list[float] = dataclasses.field(default_factory=list)
-    val_accuracy: list[float] = dataclasses.field(default_factory=list)
-    epoch_time: list[float] = dataclasses.field(default_factory=list)
-    best_epoch: int | None = None
-    test_loss: float = float("nan")
-    test_accuracy: float = float("nan")
-    stopped: str = ""
-
-    @property
-    def seconds_per_epoch(self) -> float:
-        """Median epoch time, leaving out the first epoch (it includes jit compilation)."""
-        times = self.epoch_time[1:] or self.epoch_time
-        return float(np.median(times)) if times else float("nan")
-
-
 class DivergedError(FloatingPointError):
-    """The training loss became NaN or infinite. ``step`` is the first bad optimiser step;
+    """The training loss became NaN or infinite. ``step`` is the first bad optimiser update;
     ``history`` what was measured before it. The model's weights are not trustworthy."""
 
     def __init__(self, message: str, step: int, history: History):
@@ -301,229 +259,109 @@ def evaluate(model: SequenceModel, x: np.ndarray, y: np.ndarray, *, batch_size: 
 # --- The loop -------------------------------------------------------------------------------
 
 def count_steps(config: TrainConfig, dataset: Dataset) -> int:
-    """The run's step budget: ``min(epochs × steps per epoch, max_steps)``, where an epoch is
-    the training set left after the validation split, in batches (the last partial batch is
-    dropped). The learning-rate schedule spans exactly these steps."""
-    n_train = len(dataset.x_train) - _n_validation(config, dataset)
-    steps_per_epoch = n_train // config.batch_size
-    if steps_per_epoch == 0:
+    """The run's update budget: ``min(epochs × updates per epoch, max_steps)``, where an epoch
+    is the training set left after the validation split, in batches (the last partial batch is
+    dropped). The learning-rate schedule spans exactly these updates. ValueError if the split
+    leaves no validation sample or fewer training samples than a batch."""
+    n_validation = int(round(config.validation_fraction * len(dataset.x_train)))
+    if config.validation_fraction > 0 and n_validation == 0:
+        raise ValueError(f"validation_fraction={config.validation_fraction} of "
+                         f"{len(dataset.x_train)} training samples leaves no validation sample; "
+                         "use a larger fraction or 0.")
+    n_train = len(dataset.x_train) - n_validation
+    if n_train < config.batch_size:
         raise ValueError(f"batch_size must be <= the number of training samples ({n_train} after "
-                         f"the validation split); got {config.batch_size}.")
-    total = steps_per_epoch * config.epochs
+                         f"holding out validation_fraction={config.validation_fraction} of "
+                         f"{len(dataset.x_train)}); got {config.batch_size}.")
+    total = n_train // config.batch_size * config.epochs
     return total if config.max_steps is None else min(total, config.max_steps)
 
 
-def _n_validation(config: TrainConfig, dataset: Dataset) -> int:
-    return int(round(config.validation_fraction * len(dataset.x_train)))
+def check_fit_arguments(model: SequenceModel, dataset: Dataset, config: TrainConfig | None,
+                        optimizer: nnx.Optimizer | None, mesh: Mesh | None, test: bool,
+                        resume_from: Any) -> tuple[TrainConfig, Mesh, int]:
+    """Every check of ``fit``'s arguments, before anything is compiled; returns the config and
+    the mesh (defaults filled in) and the update budget. (The data set checked its arrays when
+    it was built.)"""
+    config = TrainConfig() if config is None else config
+    if not isinstance(config, TrainConfig):  # a TrainConfig is checked when it is built
+        raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
+    if not isinstance(dataset, Dataset):
+        raise TypeError("dataset must be an annotated_ssm.data.Dataset; got "
+                        f"{type(dataset).__name__}.")
+    check_model_matches(model, dataset)
+    check_bool("test", test)
+    mesh = make_mesh() if mesh is None else mesh
+    if config.batch_size % mesh.devices.size:
+        raise ValueError(f"batch_size must be divisible by the number of devices "
+                         f"({mesh.devices.size}) for data parallelism; got {config.batch_size}.")
+    check_optimizer(model, optimizer)
+    if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
+        raise TypeError("resume_from must be a str or os.PathLike (a run folder); got "
+                        f"{type(resume_from).__name__}.")
+    return config, mesh, count_steps(config, dataset)
 
 
-def _score(metrics: dict[str, float]) -> float:
-    """Higher is better: accuracy for classification, minus the loss for regression."""
-    return metrics["accuracy"] if "accuracy" in metrics else -metrics["loss"]
-
-
-# --- Run folders: the training state and the best model, side by side ----------------------
-
-LAST, BEST = "last", "best"
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped ``fit`` after it saved the training state: ``step`` is the
-    last step done, ``path`` the run folder to give ``fit(..., resume_from=path)``."""
-
-    def __init__(self, step: int, path: pathlib.Path):
-        super().__init__(f"interrupted at step {step}; the training state is saved in "
-                         f"{str(path / LAST)!r}: resume with fit(..., resume_from={str(path)!r}) "
-                         "or --resume.")
-        self.step = step
-        self.path = path
-
-
-def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathlib.Path:
-    """Return ``path`` (absolute) if ``fit`` may keep a run there; else raise ValueError.
-
-    A run folder holds ``last/`` (the training state: model, optimiser, dropout streams,
-    step, history) and ``best/`` (the best epoch's model on validation), both checkpoints
-    (:mod:`annotated_ssm.checkpoint`), and nothing else but their save's temporary siblings.
-    Every name a save will create is checked here (see ``check_checkpoint_path``). Without
-    ``resume``, an unfinished training state is refused (it would be overwritten).
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError("checkpoint must be a str or os.PathLike (a run folder); got "
-                        f"{type(path).__name__}.")
-    path = check_path_names(path)  # names too long, before anything looks at them
-    cwd = pathlib.Path.cwd().resolve()
-    if path.resolve() == cwd or path.resolve() in cwd.parents:
-        raise ValueError(f"checkpoint folder {str(path)!r} is the current directory or contains "
-                         f"it; choose a new sub-folder, e.g. {str(path / 'runs' / 'run')!r}.")
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise ValueError(f"checkpoint folder {str(path)!r} exists and is not a directory; choose "
-                         "another path.")
-    if path.is_dir():
-        ours = (LAST, BEST, f".{LAST}.", f".{BEST}.")  # the two and their temporary siblings
-        foreign = sorted(p.name for p in path.iterdir()
-                         if p.name not in ours[:2] and not p.name.startswith(ours[2:]))
-        if foreign:
-            raise ValueError(f"checkpoint folder {str(path)!r} holds files that are not a training "
-                             f"run's ({foreign[:5]}); choose a new or empty folder.")
-    for name in (LAST, BEST):
-        check_checkpoint_path(path / name)
-    if not resume and (path / LAST).exists():
-        state = read_checkpoint_info(path / LAST).get("training_state") or {}
-        if not state.get("finished", True):
-            raise ValueError(f"{str(path)!r} holds an unfinished run (step {state.get('step')} of "
-                             f"{state.get('total_steps')}); resume it (fit(..., resume_from=...) "
-                             "or --resume), or choose another folder.")
-    return path
-
-
-def _fingerprint(dataset: Dataset) -> dict[str, Any]:
-    """What identifies a data set well enough to refuse resuming on another one."""
-    def crc(a):
-        return zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
-    return {"name": dataset.name, "x_train": list(dataset.x_train.shape),
-            "x_test": list(dataset.x_test.shape),
-            "crc32": crc(dataset.x_train) ^ crc(dataset.y_train)}
-
-
-def _config_differences(stored: dict | None, config: TrainConfig) -> list[str]:
-    ours = dataclasses.asdict(config)
-    stored = stored or {}
-    return [f"{k}: stored {stored.get(k)!r}, given {ours[k]!r}" for k in ours
-            if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != ours[k]]
-
-
-def _saved_training_state(folder: pathlib.Path) -> tuple[dict, dict]:
-    """(metadata, training state) of the run saved in ``folder/last``, after recovering a
-    save that crashed between its two renames; ValueError if ``fit`` did not save it."""
-    recover_checkpoint(folder / LAST)
-    if not (folder / LAST).exists():
-        raise ValueError(f"there is no run to resume in {str(folder)!r} (it holds no {LAST!r} "
-                         "checkpoint); start the run without resume_from / --resume.")
-    info = read_checkpoint_info(folder / LAST)
-    state = info.get("training_state")
-    if not isinstance(state, dict) or "history" not in state:
-        raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
-                         "fit); resume from a run folder that fit or the command line saved to.")
-    return info, state
-
-
-class _Run:
-    """Where ``fit`` is: history, best score, this epoch's losses; saves and restores them.
-
-    Without a folder (``path`` None) it only keeps the numbers; with one it saves the
-    training state to ``path/last`` and each new best model to ``path/best``.
-    """
-
-    def __init__(self, path: pathlib.Path | None, config: TrainConfig, dataset: Dataset,
-                 total_steps: int):
-        self.path, self.config, self.total_steps = path, config, total_steps
-        self.fingerprint = _fingerprint(dataset) if path is not None else None
-        self.history = History()
-        self.best_score, self.best_state, self.best_dirty = -math.inf, None, False
-        self.epoch_losses: list = []  # this epoch's step losses (device arrays or floats)
-        self.saved_step, self.saved_time = None, time.monotonic()
-        self.finished = False  # resumed from a run that had ended: nothing left to train
-
-    def training_state(self, step: int, finished: bool) -> dict:
-        best = None if self.history.best_epoch is None else {"epoch": self.history.best_epoch,
-                                                            "score": self.best_score}
-        return {"step": step, "total_steps": self.total_steps, "finished": finished,
-                "epoch_losses": [float(v) for v in jax.device_get(self.epoch_losses)],
-                "history": dataclasses.asdict(self.history), "best": best,
-                "dataset": self.fingerprint}
-
-    def due(self, step: int, interrupted: bool) -> bool:
-        """Is a save of the training state due after ``step``?"""
-        if self.path is None or step == self.saved_step:
-            return False
-        every, minutes = self.config.save_every_steps, self.config.save_every_minutes
-        return (interrupted or (every is not None and step - (self.saved_step or 0) >= every)
-                or (minutes is not None and time.monotonic() - self.saved_time >= 60 * minutes))
-
-    def save(self, model, optimizer, step: int, *, finished: bool = False) -> None:
-        if self.best_dirty:  # resumed from another folder: carry its best model over
-            self.save_best(model)
-        save_checkpoint(self.path / LAST, model, optimizer, config=self.config,
-                        training_state=self.training_state(step, finished))
-        self.saved_step, self.saved_time = step, time.monotonic()
-
-    def new_best(self, model, score: float, epoch: int) -> None:
-        self.best_score, self.history.best_epoch = score, epoch
-        self.best_state = jax.device_get(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))
-        if self.path is not None:
-            self.save_best(model)
-
-    def save_best(self, model) -> None:
-        best = model
-        if self.best_state is not None:  # the best weights, in a copy of the model
-            best = nnx.clone(model)
-            nnx.update(best, self.best_state)
-        save_checkpoint(self.path / BEST, best, config=self.config,
-                        training_state={"epoch": self.history.best_epoch, "score": self.best_score})
-        self.best_dirty = False
-
-    def resume(self, folder: pathlib.Path, model, optimizer, dataset: Dataset) -> int:
-        """Restore model, optimiser, dropout streams and progress from ``folder/last``;
-        return the step to continue from."""
-        info, state = _saved_training_state(folder)
-        differ = _config_differences(info.get("train_config"), self.config)
-        if differ:
-            raise ValueError(f"the run in {str(folder)!r} was trained with another TrainConfig "
-                             f"({'; '.join(differ)}); resume it with the same one (only "
-                             f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change).")
-        if state["dataset"] != _fingerprint(dataset):
-            raise ValueError(f"the run in {str(folder)!r} was trained on another data set "
-                             f"({state['dataset']}); this one is {_fingerprint(dataset)}.")
-        restore_checkpoint(folder / LAST, model, optimizer)
-        self.finished = bool(state["finished"])
-        self.history = History(**state["history"])
-        self.epoch_losses = list(np.asarray(state["epoch_losses"], np.float32))
-        if state["best"] is not None:
-            self.best_score = state["best"]["score"]
-            best_info = read_checkpoint_info(folder / BEST)
-            if best_info["training_state"]["epoch"] == state["best"]["epoch"]:
-                best = load_model(folder / BEST)
-                self.best_state = jax.device_get(nnx.state(best, nnx.Any(nnx.Param, nnx.BatchStat)))
-                self.best_dirty = self.path is not None and self.path != folder
-            # else: best/ was written by a later epoch just before a crash; that epoch is
-            # trained again and, being better, saved again, with the same weights.
-        self.saved_step = state["step"] if self.path == folder else None
-        return state["step"]
-
-
-@contextlib.contextmanager
-def _ctrl_c_saves(active: bool):
-    """While ``active``: the first Ctrl-C only sets ``flag["set"]`` (``fit`` then saves and
-    stops at the next step boundary); a second one raises KeyboardInterrupt at once (a save
-    it interrupts leaves the previous state intact)."""
-    flag = {"set": False}
-    if not active or threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-
-    def handler(signum, frame):
-        if flag["set"]:
-            raise KeyboardInterrupt
-        flag["set"] = True
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield flag
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _check_losses(losses, first_step: int, epoch: int, history: History, bar) -> np.ndarray:
-    """The step losses as an array; DivergedError naming the first NaN or infinite one."""
-    losses = np.asarray(jax.device_get(losses), np.float32)
+def _check_losses(run: Run, epoch: int, bar) -> np.ndarray:
+    """This epoch's losses as an array; DivergedError naming the first NaN or infinite one."""
+    losses = np.asarray(jax.device_get(run.epoch_losses), np.float32)
     if not np.all(np.isfinite(losses)):
-        bad = first_step + 1 + int(np.argmin(np.isfinite(losses)))
+        bad = int(np.argmin(np.isfinite(losses)))
+        update = run.update - len(losses) + bad + 1
         bar.close()
-        raise DivergedError(f"the training loss became {losses[bad - first_step - 1]} at step "
-                            f"{bad} (epoch {epoch + 1}); training stopped. Try a smaller lr or "
-                            "ssm_lr.", bad, history)
+        raise DivergedError(f"the training loss became {losses[bad]} at update {update} (epoch "
+                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", update,
+                            run.history)
     return losses
+
+
+def _save_if_due(run: Run, model, optimizer, epoch: int, bar) -> None:
+    """Save the training state if due (never a diverged one); stop after a signal."""
+    if run.save_due():
+        _check_losses(run, epoch, bar)
+        run.save(model, optimizer)
+    if run.signal is not None:  # also when it came during that save: this state is saved
+        bar.close()
+        raise TrainingInterrupted(run.update, run.path, run.signal)
+
+
+def _train_epoch(run: Run, update, model, optimizer, epoch: int, x, y, config: TrainConfig,
+                 mesh: Mesh, task: str, bar) -> None:
+    """Train on epoch ``epoch``'s batches from where the run is, saving when due."""
+    steps_per_epoch = len(x) // config.batch_size
+    done = run.update - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on
+    epoch_batches = batches(x, y, config.batch_size, seed=config.seed + epoch, drop_last=True)
+    for i, (xb, yb) in enumerate(epoch_batches):
+        if i < done:
+            continue
+        run.epoch_losses.append(update(*shard_batch(mesh, xb, yb), task=task))
+        run.update += 1
+        bar.update()
+        if run.update >= run.total_steps:
+            return
+        if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
+            _save_if_due(run, model, optimizer, epoch, bar)
+
+
+def _end_epoch(run: Run, model, epoch: int, x_val, y_val, config: TrainConfig, mesh: Mesh,
+               seconds: float, bar) -> None:
+    """Record the epoch's loss and validation (and a new best model) in the history."""
+    history = run.history
+    losses = _check_losses(run, epoch, bar)  # waits for the epoch's updates
+    run.epoch_losses = []
+    history.epoch_time.append(seconds)
+    history.epoch.append(epoch + 1)
+    history.steps.append(run.update)
+    history.train_loss.append(float(np.mean(losses)))
+    metrics = {"loss": float("nan")}
+    if len(x_val):
+        metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
+        if config.keep_best and _score(metrics) > run.best_score:
+            run.new_best(model, _score(metrics), epoch + 1)
+    history.val_loss.append(metrics["loss"])
+    history.val_accuracy.append(metrics.get("accuracy", float("nan")))
+    bar.set_postfix({"loss": f"{history.train_loss[-1]:.3f}", "val": f"{metrics['loss']:.3f}",
+                     **({"val_acc": f"{metrics['accuracy']:.3f}"} if "accuracy" in metrics else {})})
 
 
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
@@ -534,154 +372,57 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
 
     1. ``config.validation_fraction`` of the training set is held out (a permutation seeded
        by ``config.seed``); the rest is shuffled each epoch (epoch e uses ``seed + e``).
-    2. The step budget is :func:`count_steps`; the optimiser's warm-up + cosine schedule
-       spans it. With the same config every layer takes the same steps.
+    2. The update budget is :func:`count_steps`; the optimiser's warm-up + cosine schedule
+       spans it. With the same config every layer makes the same updates.
     3. After each epoch the validation set is evaluated. With ``keep_best`` the model ends
        with the weights of the best epoch on validation (accuracy; loss for regression).
     4. The test set is evaluated once, at the end, into ``history.test_*`` (not with
        ``test=False``: a run that chooses hyper-parameters never looks at it).
 
-    ``checkpoint``: a run folder (see :func:`check_run_folder`). ``fit`` saves the training
-    state to ``checkpoint/last`` every ``config.save_every_steps`` steps or
-    ``save_every_minutes`` minutes, on Ctrl-C (then raises :class:`TrainingInterrupted`)
-    and at the end; each new best epoch goes to ``checkpoint/best``. Everything a save
-    needs is checked before training starts.
+    ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`, which says when it is saved):
+    the training state in ``checkpoint/last``, each new best epoch in ``checkpoint/best``; on
+    SIGINT (Ctrl-C) or SIGTERM, ``fit`` saves and raises :class:`TrainingInterrupted`.
+    ``resume_from``: a run folder ``fit`` saved to; training continues where it stopped, bit
+    for bit as an uninterrupted run (same device; dropout included), given the same config
+    (but ``TrainConfig.RESUME_IRRELEVANT``), model and data; a finished run is only evaluated.
+    A given ``optimizer`` is used as it is, schedule included, from its update count.
 
-    ``resume_from``: a run folder that ``fit`` saved to; training continues where it
-    stopped, and the result is bit for bit the one of an uninterrupted run (on the same
-    device; dropout included). Give the same ``config`` (only the fields in
-    ``TrainConfig.RESUME_IRRELEVANT`` may change) and data set. The returned history
-    covers the whole run. A run that had ended is not trained again: the model gets its
-    final (or best) weights and the test set is evaluated, so a script that resumes may
-    simply be run again until it completes.
-
-    A given ``optimizer`` (e.g. restored with ``restore_checkpoint``) is used as it is,
-    schedule included, and training starts at its step count.
-
-    Raises :class:`DivergedError` (naming the step) when the loss becomes NaN or infinite;
+    Raises :class:`DivergedError` (naming the update) when the loss becomes NaN or infinite;
     it is checked at the end of every epoch and before every save.
     """
-    config = TrainConfig() if config is None else config
-    if not isinstance(config, TrainConfig):  # a TrainConfig is checked when it is built
-        raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
-    if not isinstance(dataset, Dataset):
-        raise TypeError("dataset must be an annotated_ssm.data.Dataset; got "
-                        f"{type(dataset).__name__}.")
-    check_dataset(dataset)  # again: its arrays may have been changed in place since it was built
-    check_model_matches(model, dataset)
-    test = check_bool("test", test)
-    mesh = make_mesh() if mesh is None else mesh
-    n_devices = mesh.devices.size
-    batch_size = config.batch_size
-    if batch_size % n_devices:
-        raise ValueError(f"batch_size must be divisible by the number of devices ({n_devices}) "
-                         f"for data parallelism; got {batch_size}.")
-    total_steps = count_steps(config, dataset)
+    config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh, test,
+                                                    resume_from)
     x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
                                                       config.validation_fraction, seed=config.seed)
-    if config.validation_fraction > 0 and len(x_val) == 0:
-        raise ValueError(f"validation_fraction={config.validation_fraction} of "
-                         f"{len(dataset.x_train)} training samples leaves no validation sample; "
-                         "use a larger fraction or 0.")
-    steps_per_epoch = len(x_train) // batch_size
-    if is_stale(optimizer):
-        raise ValueError("this optimizer's model holds the best epoch's weights (an earlier fit "
-                         "with keep_best put them back), not the weights its state belongs to; "
-                         "training them together would not continue the run. Resume from a run "
-                         "folder instead (fit(checkpoint=...), then fit(resume_from=...)).")
-    path = None
-    if checkpoint is not None:
-        path = check_run_folder(checkpoint, resume=resume_from is not None)
-    if path is not None:
-        check_metadata(model, config)  # a value JSON cannot store fails now, not after training
-    if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
-        raise TypeError("resume_from must be a str or os.PathLike (a run folder); got "
-                        f"{type(resume_from).__name__}.")
-    run = _Run(path, config, dataset, total_steps)
-    if optimizer is None:
-        optimizer = make_optimizer(model, config, total_steps)
-    if resume_from is not None:
-        start = run.resume(pathlib.Path(resume_from).absolute(), model, optimizer, dataset)
-    else:
-        start = int(optimizer.step[...])
-        if path is not None and (path / BEST).exists():
-            shutil.rmtree(path / BEST)  # an earlier run's best model (ours: checked above)
-    if start >= total_steps and not run.finished:
-        raise ValueError(f"the optimizer is already at step {start}, which is the end of this "
-                         f"config's budget ({total_steps} steps); raise epochs or max_steps to "
-                         "train on.")
-    if int(optimizer.step[...]) != start:
-        raise ValueError(f"the optimizer is at step {int(optimizer.step[...])}, the run at step "
-                         f"{start}.")
+    optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
+    run = open_run(model, optimizer, dataset, config, total_steps, checkpoint, resume_from)
     replicate(model, mesh)
     replicate(optimizer, mesh)
-
-    # The step with model and optimizer bound once: nnx.jit would otherwise walk both object
+    # The update with model and optimizer bound once: nnx.jit would otherwise walk both object
     # graphs on every call (benchmarks/README.md measures what that costs). The bound copy
     # shares the parameters but keeps the mode it had when bound: train mode (dropout on),
     # whatever `evaluate` does to `model` between epochs.
     model.train()
-    step_on = nnx.cached_partial(train_step, model, optimizer)
-    history = run.history
-    bar = tqdm(total=total_steps, initial=start, disable=not config.progress,
-               desc=f"{model.layer_name}", unit="step")
-    step = start
-    with _ctrl_c_saves(path is not None and not run.finished) as ctrl_c:
-
-        def save_if_due(epoch: int, first_step: int) -> None:
-            if run.due(step, ctrl_c["set"]):
-                _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # never save NaN
-                run.save(model, optimizer, step)
-            if ctrl_c["set"]:  # also when it came during that save: this step's state is saved
-                bar.close()
-                raise TrainingInterrupted(step, path)
-
-        for epoch in range(start // steps_per_epoch, config.epochs if not run.finished else 0):
+    update = nnx.cached_partial(train_step, model, optimizer)
+    steps_per_epoch = len(x_train) // config.batch_size
+    bar = tqdm(total=total_steps, initial=run.update, disable=not config.progress,
+               desc=f"{model.layer_name}", unit="update")
+    with run.saving_on_signals():
+        for epoch in range(run.update // steps_per_epoch, 0 if run.finished else config.epochs):
             epoch_start = time.perf_counter()
-            skip = step - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on before
-            first_step = step - len(run.epoch_losses)
-            epoch_batches = batches(x_train, y_train, batch_size, seed=config.seed + epoch,
-                                    drop_last=True)
-            for i, (xb, yb) in enumerate(epoch_batches):
-                if i < skip:
-                    continue
-                run.epoch_losses.append(step_on(*shard_batch(mesh, xb, yb), task=dataset.task))
-                step += 1
-                bar.update()
-                if step >= total_steps:
-                    break
-                if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
-                    save_if_due(epoch, first_step)
-            losses = _check_losses(run.epoch_losses, first_step, epoch, history, bar)  # waits
-            run.epoch_losses = []
-            history.epoch_time.append(time.perf_counter() - epoch_start)
-            history.epoch.append(epoch + 1)
-            history.steps.append(step)
-            history.train_loss.append(float(np.mean(losses)))
-            postfix = {"loss": f"{history.train_loss[-1]:.3f}"}
-            if len(x_val):
-                metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size,
-                                   mesh=mesh)
-                history.val_loss.append(metrics["loss"])
-                history.val_accuracy.append(metrics.get("accuracy", float("nan")))
-                postfix["val"] = f"{metrics['loss']:.3f}"
-                if "accuracy" in metrics:
-                    postfix["val_acc"] = f"{metrics['accuracy']:.3f}"
-                if config.keep_best and _score(metrics) > run.best_score:
-                    run.new_best(model, _score(metrics), epoch + 1)
-            else:
-                history.val_loss.append(float("nan"))
-                history.val_accuracy.append(float("nan"))
-            bar.set_postfix(postfix)
-            if step >= total_steps:
+            _train_epoch(run, update, model, optimizer, epoch, x_train, y_train, config, mesh,
+                         dataset.task, bar)
+            _end_epoch(run, model, epoch, x_val, y_val, config, mesh,
+                       time.perf_counter() - epoch_start, bar)
+            if run.update >= total_steps:
                 break
-            save_if_due(epoch + 1, step)
+            _save_if_due(run, model, optimizer, epoch + 1, bar)
         bar.close()
-        budget_ended = config.max_steps is not None and step == config.max_steps
-        if budget_ended and step < steps_per_epoch * config.epochs:
-            history.stopped = "step budget"
-        if path is not None and not run.finished:
-            run.save(model, optimizer, step, finished=True)
+        if config.max_steps == run.update < steps_per_epoch * config.epochs:
+            run.history.stopped = "step budget"
+        if run.path is not None and not run.finished:
+            run.save(model, optimizer, finished=True)
+    history = run.history
     if run.best_state is not None and history.best_epoch != history.epoch[-1]:
         nnx.update(model, run.best_state)
         replicate(model, mesh)
@@ -691,10 +432,15 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     if test:
         metrics = evaluate(model, dataset.x_test, dataset.y_test,
                            batch_size=config.eval_batch_size, mesh=mesh)
-        history.test_loss = metrics["loss"]
-        history.test_accuracy = metrics.get("accuracy", float("nan"))
+        history.test_loss, history.test_accuracy = metrics["loss"], metrics.get("accuracy",
+                                                                                  float("nan"))
     model.eval()
     return history
+
+
+def _score(metrics: dict[str, float]) -> float:
+    """Higher is better: accuracy for classification, minus the loss for regression."""
+    return metrics["accuracy"] if "accuracy" in metrics else -metrics["loss"]
 
 
 @dataclasses.dataclass
@@ -768,9 +514,3 @@ def fit_seeds(model_config: ModelConfig, dataset: Dataset, config: TrainConfig |
         n_params = count_params(model)
         histories.append(fit(model, dataset, dataclasses.replace(config, seed=seed), mesh=mesh))
     return SeedResults(seeds, histories, n_params)
-
-
-if __name__ == "__main__":  # ``python -m annotated_ssm.train``: the command line, as before
-    from annotated_ssm.cli import main
-
-    sys.exit(main())

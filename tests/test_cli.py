@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from annotated_ssm import cli
-from annotated_ssm.checkpoint import load_model, save_checkpoint
+from annotated_ssm.checkpoint import load_model, read_checkpoint_info
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
 from annotated_ssm.cli import main
-from annotated_ssm.train import build_model, evaluate
+from annotated_ssm.train import evaluate
 
 SMALL = ["--layer", "s4d", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
          "--no-progress"]
@@ -69,7 +69,7 @@ def test_every_config_field_is_an_option_with_help_and_default(capsys):
             if field.name != "layer_options":
                 assert entry[1].startswith(f"{getattr(defaults, field.name)})"), (flag, entry[1][:20])
     assert "--dataset" in flat and "mnist1d" in flat and "--checkpoint" in flat
-    assert "time-budget" not in flat
+    assert "time-budget" not in flat and "S6" in flat and "SIGTERM" in flat
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -107,7 +107,7 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "data.csv").write_text("1,2")
     (tmp_path / "file").write_text("x")
-    for path, message in ((tmp_path / "folder", "holds files that are not a training run's "
+    for path, message in ((tmp_path / "folder", "holds files that are not a run folder's "
                                                 "(['data.csv'])"),
                           (tmp_path / "file", "exists and is not a directory"),
                           (tmp_path / "file" / "ckpt", "is not a directory"),
@@ -117,30 +117,28 @@ def test_bad_checkpoint_paths_are_rejected_before_any_data(tmp_path, capsys, no_
     assert (tmp_path / "folder" / "data.csv").read_text() == "1,2" and (tmp_path / "file").read_text() == "x"
 
 
-# annotated_ssm.train: the name chapter 8 runs the command by
-@pytest.mark.parametrize("module", ["annotated_ssm.cli", "annotated_ssm.train"])
-def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path, module):
+def test_an_unwritable_checkpoint_fails_at_once_in_a_real_process(tmp_path):
     (tmp_path / "file").write_text("x")
-    done = subprocess.run([sys.executable, "-m", module, "--checkpoint", str(tmp_path / "file" / "c")],
+    done = subprocess.run([sys.executable, "-m", "annotated_ssm.cli", "--checkpoint",
+                           str(tmp_path / "file" / "c")],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: cannot save a "
-                                  "checkpoint at") and done.stderr.count("\n") == 1
+                                  "run folder at") and done.stderr.count("\n") == 1
 
 
-def test_a_diverged_run_names_the_step_and_keeps_the_good_checkpoint(tmp_path, capsys, tiny_digits, monkeypatch):
-    good = build_model(ModelConfig(layer="s4d", d_model=8, n_layers=1, state_size=4), tiny_digits)
-    path = save_checkpoint(tmp_path / "last", good)  # as if an earlier run had saved it
-    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
-    # lr 1e30: the weights are huge after one step, the second step's loss is NaN; a save is
-    # due after it, and is refused (the losses are checked before every save)
+def test_a_diverged_run_names_the_update_and_keeps_the_good_checkpoint(tmp_path, capsys, tiny_digits):
+    # lr 1e30: the weights are huge after one update (saved: the early save), the second
+    # update's loss is NaN; a save is due after it, and is refused (the losses are checked
+    # before every save)
     argv = [*SMALL, "--dataset", "digits", "--lr", "1e30", "--warmup-fraction", "0",
             "--save-every-steps", "2"]
-    status, out, err = run([*argv, "--checkpoint", str(tmp_path)], capsys)
+    status, out, err = run([*argv, "--checkpoint", str(tmp_path / "run")], capsys)
     assert status == 1 and err.count("\n") == 1
-    assert err.startswith("error: the training loss became nan at step 2 (epoch 1); training "
+    assert err.startswith("error: the training loss became nan at update 2 (epoch 1); training "
                           "stopped")
-    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    assert read_checkpoint_info(tmp_path / "run" / "last")["step"] == 1
+    assert sorted(p.name for p in (tmp_path / "run" / "last").iterdir()) == ["1"]
 
 
 def test_a_run_saves_a_checkpoint_that_loads_and_can_be_replaced(tmp_path, capsys, tiny_digits):

@@ -180,7 +180,7 @@ def test_a_nan_loss_stops_training_and_names_the_step(tiny_data):
     config = TrainConfig(epochs=2, batch_size=20, lr=1e30, warmup_fraction=0.0, validation_fraction=0.0,
                          progress=False)
     model = build_model(LAYER, tiny_data, **TINY)
-    with pytest.raises(DivergedError, match="the training loss became nan at step 2 "
+    with pytest.raises(DivergedError, match="the training loss became nan at update 2 "
                                             "\\(epoch 1\\)") as error:
         fit(model, tiny_data, config)
     assert error.value.step == 2 and error.value.history.epoch == []
@@ -204,7 +204,7 @@ def test_resuming_from_a_checkpoint_repeats_the_uninterrupted_run(tiny_data, tmp
     assert history.epoch == [2, 3] and history.steps == [12, 18]
     for path, value in flat(nnx.state(whole, nnx.Param)).items():
         np.testing.assert_allclose(flat(nnx.state(resumed, nnx.Param))[path], value, rtol=1e-6, atol=1e-7)
-    with pytest.raises(ValueError, match="already at step 18.*budget \\(18 steps\\)"):
+    with pytest.raises(ValueError, match="already at update 18.*budget \\(18 updates\\)"):
         fit(resumed, tiny_data, config, optimizer=resumed_optimizer)
 
 
