@@ -247,7 +247,7 @@ def test_setup_cell_check_catches_an_edited_cell():
     assert setup_cell_problems(make_notebook("import numpy"))
     compared = make_notebook(SETUP_CELL)
     compared["cells"][1]["metadata"]["tags"].remove("nbval-ignore-output")
-    assert setup_cell_problems(compared) == ["the setup cell lacks the 'nbval-ignore-output' tag "
+    assert setup_cell_problems(compared) == ["the setup cell lacks its tags or Colab's form view "
                                              "(run `python tools/setup_cell.py` on it)"]
     assert setup_cell_problems({"cells": []})
 
