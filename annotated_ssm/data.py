@@ -328,8 +328,9 @@ def selective_copying(n: int, length: int, n_memorize: int, vocab: int, *,
     Then come ``n_memorize`` marker tokens vocab-1, at which a model must output the data
     tokens in the order they appeared. Where the data tokens sit changes from one sequence
     to the next, so no fixed weighting of the past finds them: the model has to select by
-    content. (As the generator of the Mamba repository, which places M tokens among L + M
-    positions: ``length`` here is that L + M.)
+    content. The generator follows ``torch_copying_data(..., variable=True)`` in the
+    state-spaces/s4 repository (``src/dataloaders/datasets/copying.py``), which places M
+    tokens among L + M positions: ``length`` here is that L + M.
 
     Args:
         n: number of sequences.

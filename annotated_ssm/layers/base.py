@@ -248,7 +248,8 @@ class SSMLayer(nnx.Module):
         self.log_step_size = SSMParam(log_step(rngs.params(), shape, self.step_min, self.step_max))
 
     def _init_skip(self, rngs: nnx.Rngs) -> None:
-        """``D``: the skip term y += D ⊙ u, (H,), N(0, 1) as in the papers' code."""
+        """``D``: the skip term y += D ⊙ u, (H,), N(0, 1) as in the S4, DSS, S4D and S5 code
+        (Mamba's code starts S6 from D = 1; the book's S6 keeps N(0, 1), see chapter 9)."""
         self.D = nnx.Param(jax.random.normal(rngs.params(), (self.d_model,), jnp.float32))
 
     # --- parameters in a computation dtype ---------------------------------------------
