@@ -1,7 +1,7 @@
 """Initialisations of the layers: step sizes Δ, the diagonal state matrices of S4D/DSS, and
 S5's blocks.
 
-    log_step                         log Δ ~ U[log Δ_min, log Δ_max] (every layer)
+    log_step_size                    log Δ ~ U[log Δ_min, log Δ_max] (every layer)
     diagonal_init, DIAGONAL_INITS    S4D/DSS eigenvalues by name (S4D paper, §4 and §5.2)
     check_init_options               a layer's ``init_options``, checked
     block_hippo_n, s5_init           S5's block-diagonal HiPPO-N, Λ, B̃ and C̃
@@ -25,7 +25,7 @@ from ._validation import (check_bool, check_choice, check_positive_int, check_st
 from .hippo import dplr_legs, legs_eigenvalues
 
 __all__ = [
-    "log_step",
+    "log_step_size",
     "DIAGONAL_INITS",
     "DIAGONAL_ABLATIONS",
     "DIAGONAL_INIT_OPTIONS",
@@ -40,7 +40,8 @@ __all__ = [
 
 # --- Step sizes -------------------------------------------------------------------------
 
-def log_step(key: jax.Array, shape, step_min: float = 1e-3, step_max: float = 1e-1) -> jax.Array:
+def log_step_size(key: jax.Array, shape, step_min: float = 1e-3,
+                  step_max: float = 1e-1) -> jax.Array:
     """``log Δ ~ U[log step_min, log step_max]``, the step initialisation of S4, DSS, S4D and S5.
 
     Returns:

@@ -114,7 +114,7 @@ def test_s5_responses_with_one_step_are_the_real_block_system(P, J):
     B_tilde, C_tilde = (np.asarray(x, np.complex128) for x in system.init[1:])
     B = 2 * (V @ B_tilde).real
     C = 2 * (C_tilde @ V.conj().T).real
-    # log_step draws float32 log Δ: one Δ for every state, equal to step to float32 rounding
+    # log_step_size draws float32 log Δ: one Δ for every state, equal to step to float32 rounding
     assert system.step.shape == system.Lambda_bar.shape == (P // 2,)
     np.testing.assert_array_equal(system.step, system.step[0])
     np.testing.assert_allclose(system.step[0], step, rtol=1e-6)

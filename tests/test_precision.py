@@ -230,7 +230,7 @@ def _numerics_cases():
         "discretize.dplr_bilinear": [(_stable(N), _complex(N), _complex(N, seed=1), _step())],
         "discretize.expm": [(3 * A_dense,)],
         # init
-        "initialization.log_step": [(jax.random.key(0), (H,))],
+        "initialization.log_step_size": [(jax.random.key(0), (H,))],
         "initialization.s5_projection": [
             (hippo_V, np.ones((N, H)), np.ones((2, H, N))),
             (jnp.asarray(hippo_V, jnp.complex64), _real(N, H), _real(2, H, N)),

@@ -42,7 +42,7 @@ from flax import nnx
 from .._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
 from ..discretize import discretize_dense, discretize_diagonal
 from ..hippo import legs, legs_basis, legs_eigenvalues
-from ..initialization import DIAGONAL_INITS, S5Init, diagonal_init, log_step, s5_init
+from ..initialization import DIAGONAL_INITS, S5Init, diagonal_init, log_step_size, s5_init
 from ..kernels import naive_kernel, vandermonde_kernel
 from ..layers.s6 import S6Layer
 
@@ -347,7 +347,7 @@ def s5_responses(d_model: int, state_size: int, blocks: int, step_min: float, st
     impulse responses: what the S5 explorer draws.
 
     Λ, B̃ and C̃ are :func:`annotated_ssm.initialization.s5_init`'s (J = ``blocks`` copies of
-    HiPPO-N, B̃ = V*B, C̃ = CV), log Δ per state :func:`annotated_ssm.initialization.log_step`'s.
+    HiPPO-N, B̃ = V*B, C̃ = CV), log Δ per state :func:`annotated_ssm.initialization.log_step_size`'s.
     The discretisation is padded to ``S5_INIT_SLOTS`` states, so that changing P or J compiles
     no discretisation (the draws compile once per state size).
 
@@ -363,7 +363,7 @@ def s5_responses(d_model: int, state_size: int, blocks: int, step_min: float, st
     init = s5_init(key_init, d_model, state_size, blocks)
     Lambda = np.asarray(init.Lambda, np.complex128)
     kept = len(Lambda)
-    step = np.exp(np.asarray(log_step(key_step, (S5_INIT_SLOTS,), step_min, step_max),
+    step = np.exp(np.asarray(log_step_size(key_step, (S5_INIT_SLOTS,), step_min, step_max),
                              np.float64))[:kept]
     pad = S5_INIT_SLOTS - kept
     with jax.enable_x64(True):

@@ -120,7 +120,7 @@ from .._validation import (
     default_float_dtype,
     float_computation_dtypes,
 )
-from ..initialization import log_step
+from ..initialization import log_step_size
 from ..kernels import _bidirectional_conv, _causal_conv
 
 __all__ = [
@@ -245,7 +245,7 @@ class SSMLayer(nnx.Module):
 
     def _init_log_step_size(self, rngs: nnx.Rngs, shape) -> None:
         """``log_step_size``: log Δ ~ U[log step_min, log step_max] of the given shape."""
-        self.log_step_size = SSMParam(log_step(rngs.params(), shape, self.step_min, self.step_max))
+        self.log_step_size = SSMParam(log_step_size(rngs.params(), shape, self.step_min, self.step_max))
 
     def _init_skip(self, rngs: nnx.Rngs) -> None:
         """``D``: the skip term y += D ⊙ u, (H,), N(0, 1) as in the S4, DSS, S4D and S5 code
