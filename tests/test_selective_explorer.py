@@ -7,7 +7,6 @@ every explorer gets (display bundle, redraws, frames, disabled controls)."""
 import logging
 
 import jax
-import matplotlib
 import numpy as np
 import pytest
 from flax import nnx
