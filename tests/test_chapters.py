@@ -16,6 +16,8 @@ import struct
 
 import pytest
 
+from annotated_ssm.book import plotting
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 # nbval's comment markers (``# NBVAL_SKIP`` ...); the book uses the equivalent cell tags.
@@ -138,15 +140,13 @@ def widget_state_problems(notebook) -> list[str]:
     return []
 
 
-# The website shrinks each figure to its text column: about 730 px on a desktop, 368 px on a
-# 400 px phone. Figures wider than the column have their text shrunk with them.
-DESKTOP_COLUMN = 730  # px
-PAGE_WIDTH_PX = 750  # annotated_ssm.book.plotting.PAGE_WIDTH at 100 dpi
-BOOK_DPI = 90  # annotated_ssm.book.display.BOOK_STYLE
-MIN_DESKTOP_TEXT = 9  # px
-# A figure drawn in the book's style with matplotlib's default 10 pt text (12.5 px at 90 dpi)
-# keeps it at >= 9 px in the desktop column up to this natural width: 12.5 * 730 / 1000 = 9.1.
-MAX_FIGURE_WIDTH = 1000  # px
+# The website shrinks each figure to its text column, 368 px on a 400 px phone
+# (annotated_ssm.book.plotting states the rule): every text must stay >= MIN_TEXT_PX there.
+# The chapters draw in BOOK_STYLE (FIGURE_DPI, fonts >= MIN_FONT_PT, PAGE_WIDTH wide by default).
+MIN_FONT_PX = plotting.MIN_FONT_PT * plotting.FIGURE_DPI / 72  # in the drawn PNG
+# A figure whose smallest font is MIN_FONT_PT keeps it at >= MIN_TEXT_PX up to this width
+# (11 pt at 100 dpi: 624 px; PAGE_WIDTH is 600 px, plus what the stored crop may add).
+MAX_FIGURE_WIDTH = int(MIN_FONT_PX * plotting.PHONE_COLUMN_PX / plotting.MIN_TEXT_PX)
 FONT_SIZE = re.compile(r"\b(?:fontsize|title_fontsize|labelsize)\s*=\s*(\d+(?:\.\d+)?)")
 
 
@@ -162,36 +162,31 @@ def png_widths(cell) -> list[int]:
 
 
 def figure_problems(notebook) -> list[str]:
-    """Figure text stays legible at the page's width, and the first figure on a phone.
+    """Figure text stays legible on a phone: every stored figure shown in the phone's column
+    (``plotting.PHONE_COLUMN_PX``) keeps its text at >= ``plotting.MIN_TEXT_PX``.
 
-    - The chapter's first figure (its first image/png output) is at most 750 px wide: drawn at
-      ``PAGE_WIDTH`` in ``page_style`` (text >= 11 pt at 100 dpi, ``tests/test_plotting.py``),
-      it is not shrunk on a desktop and its text keeps >= 7.5 px on a 400 px phone.
-    - Every other figure is at most 1000 px wide: drawn in ``BOOK_STYLE`` (90 dpi) with the
-      default 10 pt text, the 730 px desktop column shows that text at >= 9 px.
-    - Smaller fonts a cell asks for (``fontsize=8`` ...) must stay >= 9 px in that column at
-      the width of the cell's figure: 8 pt (10 px at 90 dpi) only up to 811 px wide. (Fonts
-      set inside ``annotated_ssm.book.plotting`` are checked by ``tests/test_plotting.py``.)
+    - Every figure is at most MAX_FIGURE_WIDTH px wide: drawn in ``BOOK_STYLE`` (fonts
+      >= ``MIN_FONT_PT`` at ``FIGURE_DPI``), ``PAGE_WIDTH`` wide (``figsize`` no wider).
+    - A font size a cell asks for (``fontsize=...``) keeps >= MIN_TEXT_PX at the width of the
+      cell's figure. (Fonts set inside ``annotated_ssm.book`` are checked by
+      ``tests/test_plotting.py``.)
     """
-    problems, first = [], True
+    problems = []
     for index, cell in enumerate(code_cells(notebook)):
         widths = png_widths(cell)
         if not widths:
             continue
-        if first and widths[0] > PAGE_WIDTH_PX:
-            problems.append(f"code cell {index}: the chapter's first figure is {widths[0]} px wide, "
-                            f"more than {PAGE_WIDTH_PX} (draw it at plotting.PAGE_WIDTH in page_style)")
-        first = False
         widest = max(widths)
         if widest > MAX_FIGURE_WIDTH:
             problems.append(f"code cell {index}: a figure {widest} px wide (at most {MAX_FIGURE_WIDTH}: "
-                            f"its text would shrink below {MIN_DESKTOP_TEXT} px on a desktop)")
-        shrink = min(1.0, DESKTOP_COLUMN / widest)
+                            f"its text would shrink below {plotting.MIN_TEXT_PX} px on a phone; "
+                            f"draw it plotting.PAGE_WIDTH wide)")
+        shrink = min(1.0, plotting.PHONE_COLUMN_PX / widest)
         for points in map(float, FONT_SIZE.findall(source(cell))):
-            shown = points * BOOK_DPI / 72 * shrink
-            if shown < MIN_DESKTOP_TEXT:
+            shown = points * plotting.FIGURE_DPI / 72 * shrink
+            if shown < plotting.MIN_TEXT_PX:
                 problems.append(f"code cell {index}: fontsize {points:g} in a figure {widest} px wide "
-                                f"is {shown:.1f} px on a desktop (at least {MIN_DESKTOP_TEXT})")
+                                f"is {shown:.1f} px on a phone (at least {plotting.MIN_TEXT_PX})")
     return problems
 
 
@@ -308,12 +303,11 @@ def png_output(width, height=300):
 
 
 def test_figure_check_catches_wide_figures_and_small_fonts():
-    assert not figure_problems(make_notebook("a", "b", outputs=[[png_output(746)], [png_output(1000)]]))
-    # the first figure wider than the page
-    assert figure_problems(make_notebook("a", "b", outputs=[[png_output(801)], [png_output(700)]]))
-    # a later figure so wide that 10 pt text falls under 9 px
-    assert figure_problems(make_notebook("a", "b", outputs=[[png_output(746)], [png_output(1161)]]))
-    # 8 pt legend text: fine at 700 px, not at 891 px
-    cell = "ax.legend(fontsize=8)"
-    assert not figure_problems(make_notebook("a", cell, outputs=[[png_output(746)], [png_output(700)]]))
-    assert figure_problems(make_notebook("a", cell, outputs=[[png_output(746)], [png_output(891)]]))
+    # PAGE_WIDTH at FIGURE_DPI (600 px), and a crop a little wider, are fine
+    assert not figure_problems(make_notebook("a", "b", outputs=[[png_output(600)], [png_output(620)]]))
+    # a figure so wide that 11 pt text falls under 9 px at 368 px (11 * 100/72 * 368/700 = 8.0)
+    assert figure_problems(make_notebook("a", "b", outputs=[[png_output(600)], [png_output(700)]]))
+    # 12 pt text is fine at 600 px (10.2 px); 10 pt is not (8.5 px), nor is 12 pt in 700 px
+    assert not figure_problems(make_notebook("a", "ax.legend(fontsize=12)", outputs=[[], [png_output(600)]]))
+    assert figure_problems(make_notebook("a", "ax.legend(fontsize=10)", outputs=[[], [png_output(600)]]))
+    assert figure_problems(make_notebook("a", "ax.set_title('t', fontsize=12)", outputs=[[], [png_output(700)]]))

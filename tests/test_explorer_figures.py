@@ -1,4 +1,5 @@
-"""The explorers' figures: as wide as the page at 100 dpi, with text a phone can still show."""
+"""The explorers' figures: as wide as the page, with text a phone can still show (>= 9 px when
+the 400 px phone's 368 px column shrinks them)."""
 
 import matplotlib
 
@@ -8,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from annotated_ssm.book import explorer_figures  # noqa: E402
+from annotated_ssm.book import explorer_figures, plotting  # noqa: E402
 
 T = np.linspace(0, 4, 50)
 
@@ -30,19 +31,28 @@ def _figures():
             basis, N=64, discretization="zoh"),
         "s5": lambda: explorer_figures.S5Figure(["out 0 ← in 0"]).update(
             A, np.full(8, 0.1), np.exp(0.1 * A), np.cos(T)[None], blocks=2, title="t"),
+        "selective": lambda: explorer_figures.SelectiveFigure([1, 5, 20]).update(
+            np.logspace(-5, 1, 48), np.tril(np.full((48, 48), 0.01)), position=24, title="t"),
     }
+
+
+def test_every_explorer_figure_is_measured():
+    assert len(explorer_figures.__all__) == len(_figures())
 
 
 @pytest.mark.parametrize("name", list(_figures()))
 def test_explorer_figures_fit_the_page_with_readable_text(name):
     fig = _figures()[name]()
-    fig.canvas.draw()  # makes the tick labels, outside the page style as the widget's PNG does
-    width_px = fig.get_size_inches()[0] * fig.dpi
-    # 7.5 in at 100 dpi: the text column, no downscaling on a desktop.
-    assert width_px == pytest.approx(750)
-    sizes = [text.get_fontsize() for text in fig.findobj(matplotlib.text.Text)
-             if text.get_visible() and text.get_text().strip()]
-    assert len(sizes) > 10 and min(sizes) >= 11, sorted(sizes)[:5]
+    # The page's width, drawn unscaled on a desktop; the website's frames are not cropped, so
+    # nothing may be drawn outside the figure.
+    assert fig.get_size_inches()[0] == pytest.approx(plotting.PAGE_WIDTH)
+    fig.draw_without_rendering()
+    content, whole = fig.get_tightbbox(), fig.bbox_inches
+    assert content.x0 >= 0 and content.y0 >= 0 and content.x1 <= whole.x1 and content.y1 <= whole.y1
+    # The tick labels are made when the figure is drawn, outside the page style as the
+    # widget's PNG is: they keep the style's sizes all the same.
+    px, text = plotting.smallest_text(fig)
+    assert px >= plotting.MIN_TEXT_PX, f"{text.get_text()!r}: {px:.1f} px on a phone"
 
 
 def test_page_style_does_not_leak():

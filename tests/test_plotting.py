@@ -1,15 +1,13 @@
 """The chapters' figures keep their text legible where the website shows them.
 
-The site scales every figure down to its text column: about 730 px on a desktop and about
-368 px on a 400 px phone. Two kinds of figure:
-
-- page-width figures (each chapter's first figure): 7.5 in at 100 dpi = 750 px, every text
-  at least 11 pt (15 px, still ~7.5 px at the phone's 368 px column, like the explorers);
-- the other figures, drawn in the book's style (``BOOK_STYLE``, 90 dpi): wherever the
-  column shrinks them, their smallest text stays at least 9 px on a desktop.
+The site shows a figure at its drawn width, shrunk to the text column where it is wider:
+about 730 px on a desktop, ``plotting.PHONE_COLUMN_PX`` (368 px) on a 400 px phone. Every
+figure function draws ``plotting.PAGE_WIDTH`` wide in the book's style, and every visible
+text of every figure (titles, labels, tick labels, legends, annotations) must measure at least
+``plotting.MIN_TEXT_PX`` (9) CSS px in the phone's column.
 """
 
-import io
+import inspect
 
 import matplotlib
 
@@ -18,26 +16,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from PIL import Image  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from annotated_ssm.book import plotting  # noqa: E402
 from annotated_ssm.book.display import BOOK_STYLE  # noqa: E402
 from annotated_ssm.train import History  # noqa: E402
 
-DESKTOP_COLUMN = 730  # px: the narrowest text column of the site on a desktop
-MIN_DESKTOP_TEXT = 9  # px: the smallest text we accept there
 T = np.linspace(0, 4, 60)
-
-
-def _texts(fig):
-    return [text for text in fig.findobj(matplotlib.text.Text) if text.get_text().strip()]
-
-
-def _stored_width(fig) -> int:
-    """The width in px of the PNG a notebook stores (cropped to the content, 0.1 in margin)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
-    return Image.open(io.BytesIO(buffer.getvalue())).size[0]
 
 
 # The combinations jax.lax.associative_scan makes for L = 8 (chapter 7 records them from JAX):
@@ -52,84 +37,134 @@ SCAN_LEVELS_8 = [
 SCAN_LABELS_8 = ["up 1", "up 2", "up 3", "down 1", "down 2"]
 
 
-def _page_figures():
+def on_axes(draw):
+    """A figure of the book's style with one Axes, drawn on by ``draw`` (the helpers that
+    draw on a chapter's own Axes)."""
+    with plt.rc_context(BOOK_STYLE):
+        fig, ax = plt.subplots(layout="constrained")
+        draw(ax)
+    return fig
+
+
+def _figures():
+    """Every figure function of ``plotting`` (and its Axes helpers), with small inputs."""
     steps = 2.0 / 2.0 ** np.arange(4, 10)
     rules = {"euler": steps, "bilinear": steps**2, "zoh": np.full_like(steps, 1e-15)}
     lam = -0.5 + 1j * np.arange(1, 5)
     kernels = np.stack([np.exp(-s * np.arange(100)) for s in (0.01, 0.1)])
+    waves = np.stack([np.sin(T), np.cos(T)])
     basis = np.stack([np.sin((n + 1) * T) for n in range(4)])  # (4, T), as Figure 3's
+    history = History(epoch=[1, 2, 3], train_loss=[1.0, 0.5, 0.3], val_accuracy=[0.6, 0.8, 0.9], best_epoch=3)
+    weights = {"a": np.linspace(1, 2, 32), "b": np.linspace(2, 1, 32)}
     return {
-        "forced_response": lambda: plotting.forced_response_figure(T, np.sin(T), np.cos(T), np.cos(T),
-                                                                   rest=0.25),
-        "signal": lambda: plotting.signal_figure(T, np.sin(T), title="the test signal u(t)"),
-        "discretization_error": lambda: plotting.discretization_error_figure(
+        "forced_response_figure": lambda: plotting.forced_response_figure(T, np.sin(T), np.cos(T), np.cos(T),
+                                                                          rest=0.25),
+        "signal_figure": lambda: plotting.signal_figure(T, np.sin(T), title="the test signal u(t)"),
+        "discretization_error_figure": lambda: plotting.discretization_error_figure(
             steps, {"dense LegS (N = 8)": rules, "diagonal HiPPO-N (N = 4)": rules},
             {"on the grid": rules, "at mid-step": rules}, varying_title="u = sin 3t"),
-        "s4_nodes": lambda: plotting.s4_nodes_figure(lam, 64, 0.1, resolvent_poles=-np.arange(1.0, 9.0)),
-        "dss_kernels": lambda: plotting.dss_kernels_figure({"exp": kernels, "softmax": -kernels, "growing": kernels},
-                                                           labels=["Δ = 0.01", "Δ = 0.1"]),
+        "s4_nodes_figure": lambda: plotting.s4_nodes_figure(lam, 64, 0.1, resolvent_poles=-np.arange(1.0, 9.0)),
+        "kernel_fit_figure": lambda: plotting.kernel_fit_figure(waves, waves, waves, titles=["bump", "Hann"]),
+        "dss_kernels_figure": lambda: plotting.dss_kernels_figure(
+            {"exp": kernels, "softmax": -kernels, "growing": kernels}, labels=["Δ = 0.01", "Δ = 0.1"]),
+        "skew_hippo_figure": lambda: plotting.skew_hippo_figure(lam, -np.arange(1.0, 9.0), T),
         "figure3": lambda: plotting.figure3(T, basis, basis / 2, {(256, "zoh"): -basis, (1024, "zoh"): basis,
                                                                   (1024, "bilinear"): basis}),
-        "scan_tree": lambda: plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=SCAN_LABELS_8,
-                                                       title="jax.lax.associative_scan, L = 8"),
-        "block_eigenvalues": lambda: plotting.block_eigenvalues_figure(
+        "figure4": lambda: plotting.figure4({"S4D-LegS": lam, "S4D-Lin": lam * 2}, 8),
+        "block_eigenvalues_figure": lambda: plotting.block_eigenvalues_figure(
             {"J = 1 block": lam, "J = 2 blocks": lam / 2, "J = 4 blocks": lam / 4}, title="S5 eigenvalues"),
-        "sequence_examples": lambda: plotting.sequence_examples(np.random.default_rng(0).standard_normal((10, 40, 1)),
-                                                                np.arange(10), title="one example per class"),
+        "scan_tree_figure": lambda: plotting.scan_tree_figure(SCAN_LEVELS_8, 8, level_labels=SCAN_LABELS_8,
+                                                              title="jax.lax.associative_scan, L = 8"),
+        "scan_timing_figure": lambda: plotting.scan_timing_figure(
+            [64, 128], {"sequential": [1e-3, 2e-3], "parallel": [1e-3, 1e-3]}),
+        "irregular_sampling_figure": lambda: plotting.irregular_sampling_figure(
+            T, np.cos(T), T[::3], np.sin(T[::3]), {"S5 given the times": np.cos(T[::3])}),
+        "sequence_examples": lambda: plotting.sequence_examples(
+            np.random.default_rng(0).standard_normal((10, 40, 1)), np.arange(10), title="one example per class"),
+        "learning_curves": lambda: plotting.learning_curves({"S4D": [history, history]},
+                                                            references={"GRU": 0.91}, target=0.9),
+        "digit_completions": lambda: plotting.digit_completions(np.full((8, 64), 0.5), np.full((8, 64), 0.5)),
+        "input_weights_figure": lambda: plotting.input_weights_figure(
+            {"S4D (LTI)": weights, "S6 (selective)": weights}, ylabel=r"$|\partial y_{31} / \partial u_s|$"),
+        # The helpers that draw on a chapter's Axes, in the book's default figure.
+        "complex_plane": lambda: on_axes(lambda ax: plotting.complex_plane(ax, lam, unit_circle=True, label="λ")),
+        "basis_functions": lambda: on_axes(lambda ax: plotting.basis_functions(ax, T, waves, title="basis")),
+        "history_reconstruction": lambda: on_axes(lambda ax: plotting.history_reconstruction(
+            ax, T, np.sin(T), {"N = 8": np.sin(T)}, title="history")),
+        "figure3_panel": lambda: on_axes(lambda ax: plotting.figure3_panel(ax, T, basis, exact=basis, title="(a)")),
     }
 
 
-@pytest.mark.parametrize("name", list(_page_figures()))
-def test_page_figures_fit_the_page_with_readable_text(name):
-    fig = _page_figures()[name]()
+#: The names in plotting.__all__ that are not figures: the style and the measuring helpers.
+NOT_FIGURES = {"PAGE_WIDTH", "FIGURE_DPI", "PHONE_COLUMN_PX", "MIN_TEXT_PX", "MIN_FONT_PT", "PAGE_STYLE",
+               "page_style", "page_figure", "shown_text_px", "smallest_text"}
+
+
+def test_every_figure_function_is_measured():
+    assert set(plotting.__all__) - NOT_FIGURES == set(_figures())
+
+
+def assert_readable_on_a_phone(fig):
+    """Every visible text of ``fig`` is at least MIN_TEXT_PX in the phone's column."""
+    px, text = plotting.smallest_text(fig)
+    assert px >= plotting.MIN_TEXT_PX, (
+        f"{text.get_text()!r} at {text.get_fontsize():g} pt is {px:.1f} px at "
+        f"{plotting.PHONE_COLUMN_PX} px (at least {plotting.MIN_TEXT_PX})")
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_figure_text_is_readable_on_a_phone(name):
+    fig = _figures()[name]()
     try:
-        assert fig.get_size_inches()[0] * fig.dpi == pytest.approx(750)  # the column: no downscaling
-        assert _stored_width(fig) <= 750  # what the notebook stores, cropped with its margin
-        sizes = [text.get_fontsize() for text in _texts(fig)]
-        assert sizes and min(sizes) >= 11, sorted(sizes)[:5]
+        assert_readable_on_a_phone(fig)
+        # Drawn for the page: not shrunk on a desktop, and the style's resolution.
+        assert fig.get_size_inches()[0] == pytest.approx(plotting.PAGE_WIDTH)
+        assert fig.dpi == plotting.FIGURE_DPI
     finally:
         plt.close(fig)
 
 
-def _book_figures():
-    history = History(epoch=[1, 2, 3], train_loss=[1.0, 0.5, 0.3], val_accuracy=[0.6, 0.8, 0.9], best_epoch=3)
-
-    def on_axes(draw, figsize):
-        fig, ax = plt.subplots(figsize=figsize)
-        draw(ax)
-        return fig
-
-    kernels = np.stack([np.sin(T), np.cos(T)])
-    lam = -0.5 + 1j * np.arange(1, 5)
-    return {
-        "basis_functions": lambda: on_axes(lambda ax: plotting.basis_functions(ax, T, kernels, title="basis"),
-                                           (9, 2.8)),
-        "history_reconstruction": lambda: on_axes(
-            lambda ax: plotting.history_reconstruction(ax, T, np.sin(T), {"N = 8": np.sin(T)}, title="history"),
-            (10, 3.4)),
-        "kernel_fit": lambda: plotting.kernel_fit_figure(kernels, kernels, kernels, titles=["bump", "Hann"]),
-        "skew_hippo": lambda: plotting.skew_hippo_figure(lam, -np.arange(1.0, 9.0), T),
-        "figure4": lambda: plotting.figure4({"S4D-LegS": lam, "S4D-Lin": lam * 2}, 8),
-        "scan_timing": lambda: plotting.scan_timing_figure([64, 128], {"sequential": [1e-3, 2e-3],
-                                                                       "parallel": [1e-3, 1e-3]}),
-        "irregular_sampling": lambda: plotting.irregular_sampling_figure(
-            T, np.cos(T), T[::3], np.sin(T[::3]), {"S5 given the times": np.cos(T[::3])}),
-        "learning_curves": lambda: plotting.learning_curves({"S4D": [history, history]}, references={"GRU": 0.91},
-                                                            target=0.9),
-        "digit_completions": lambda: plotting.digit_completions(np.full((8, 64), 0.5), np.full((8, 64), 0.5)),
-    }
+def test_a_small_legend_is_caught():
+    """A planted 8 pt legend (5.4 px at 368 px in a 6 in figure) fails the check."""
+    fig = plotting.signal_figure(T, np.sin(T))
+    try:
+        assert_readable_on_a_phone(fig)
+        fig.axes[0].plot(T, np.cos(T), label="planted")
+        fig.axes[0].legend(fontsize=8)
+        px, text = plotting.smallest_text(fig)
+        assert text.get_text() == "planted" and px == pytest.approx(8 / 72 * 368 / 6.0, rel=0.02)
+        with pytest.raises(AssertionError, match="planted"):
+            assert_readable_on_a_phone(fig)
+    finally:
+        plt.close(fig)
 
 
-@pytest.mark.parametrize("name", list(_book_figures()))
-def test_book_style_figures_stay_legible_in_the_desktop_column(name):
-    with plt.rc_context(BOOK_STYLE):
-        fig = _book_figures()[name]()
-        try:
-            shrink = min(1.0, DESKTOP_COLUMN / _stored_width(fig))
-            smallest = min(text.get_fontsize() for text in _texts(fig)) * fig.dpi / 72 * shrink
-            assert smallest >= MIN_DESKTOP_TEXT, f"smallest text {smallest:.1f} px at the desktop column"
-        finally:
-            plt.close(fig)
+def test_shown_text_px_follows_the_column():
+    """A text of p pt in a W in figure is p / 72 * 368 / W px in the phone's column whatever
+    the dpi (the issue's measurement: 8 pt in a 750 px figure is ~5.5 px), and its drawn size
+    in a column wider than the figure."""
+    for dpi in (72, 100, 200):
+        fig = Figure(figsize=(7.5, 2), dpi=dpi)
+        fig.text(0.5, 0.5, "label", fontsize=8)  # inside the figure: drawn 7.5 in wide
+        assert plotting.shown_text_px(fig, 8) == pytest.approx(8 / 72 * 368 / 7.5)
+        assert plotting.shown_text_px(fig, 8, column_px=10_000) == pytest.approx(8 * dpi / 72)
+
+
+def test_the_style_follows_its_rule():
+    """MIN_FONT_PT at PAGE_WIDTH gives MIN_TEXT_PX on the phone, and no font of the style is
+    smaller."""
+    assert plotting.MIN_FONT_PT / 72 * plotting.PHONE_COLUMN_PX / plotting.PAGE_WIDTH >= plotting.MIN_TEXT_PX
+    sizes = {key: value for key, value in plotting.PAGE_STYLE.items() if "size" in key and "fig" not in key}
+    assert min(sizes.values()) >= plotting.MIN_FONT_PT, sizes
+    assert BOOK_STYLE["figure.figsize"][0] == plotting.PAGE_WIDTH
+
+
+def test_no_small_font_is_hard_coded():
+    """Font sizes come from the style: no figure function of the book wing passes its own."""
+    from annotated_ssm.book import explorer_figures
+
+    for module in (plotting, explorer_figures):
+        assert "fontsize=" not in inspect.getsource(module), module.__name__
 
 
 def test_page_style_does_not_leak():

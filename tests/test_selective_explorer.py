@@ -7,12 +7,11 @@ every explorer gets (display bundle, redraws, frames, disabled controls)."""
 import logging
 
 import jax
-import matplotlib
 import numpy as np
 import pytest
 from flax import nnx
 
-from annotated_ssm.book import explorer_figures, widgets
+from annotated_ssm.book import explorer_figures, plotting, widgets
 from annotated_ssm.book.explorer_numerics import gated_s6_layer, selective_responses
 from annotated_ssm.layers import S6Layer
 
@@ -71,11 +70,8 @@ def test_figure_fits_the_page_with_readable_text():
     L = 20
     fig = explorer_figures.SelectiveFigure([1, 5]).update(
         np.full(L, 0.1), np.tril(np.ones((L, L))) * 0.1, position=7, title="t")
-    fig.canvas.draw()
-    assert fig.get_size_inches()[0] * fig.dpi == pytest.approx(750)
-    sizes = [text.get_fontsize() for text in fig.findobj(matplotlib.text.Text)
-             if text.get_visible() and text.get_text().strip()]
-    assert len(sizes) > 10 and min(sizes) >= 11
+    assert fig.get_size_inches()[0] == pytest.approx(plotting.PAGE_WIDTH)
+    assert plotting.smallest_text(fig)[0] >= plotting.MIN_TEXT_PX
 
 
 def test_figure_rejects_mismatched_data():
@@ -105,23 +101,21 @@ def test_gate_and_position_both_act_on_the_static_page():
 
 
 def test_chapter_9_first_figure_fits_the_page():
-    """plotting.input_weights_figure is chapter 9's first figure: at most 750 px wide as the
-    notebook stores it, every text at least 11 pt."""
+    """plotting.input_weights_figure is chapter 9's first figure: at most PAGE_WIDTH wide as
+    the notebook stores it, its text at least MIN_TEXT_PX on a phone."""
     import io
 
     import matplotlib.pyplot as plt
     from PIL import Image
-
-    from annotated_ssm.book import plotting
 
     weights = {"a": np.linspace(1, 2, 32), "b": np.linspace(2, 1, 32)}
     fig = plotting.input_weights_figure({"S4D (LTI)": weights, "S6 (selective)": weights},
                                         ylabel=r"$|\partial y_{31} / \partial u_s|$")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
-    assert Image.open(io.BytesIO(buffer.getvalue())).size[0] <= 750
-    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
-    assert min(sizes) >= 11
+    width = Image.open(io.BytesIO(buffer.getvalue())).size[0]
+    assert width <= plotting.PAGE_WIDTH * plotting.FIGURE_DPI
+    assert plotting.smallest_text(fig)[0] >= plotting.MIN_TEXT_PX
     plt.close(fig)
 
 

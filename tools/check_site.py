@@ -20,8 +20,9 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
 - the page's table of contents on screen, without pressing anything, at 1280 and 1440 px
   (where the page has one; tools/sphinx_ext/static/site_layout.css);
 - on the phone: every figure's smallest label estimated in CSS px (the book's smallest
-  figure font, FIGURE_MIN_PT at 100 dpi, times shown/drawn width); one below MIN_LABEL_PX
-  must open at its drawn size when tapped (which is checked on the first one: the opened
+  figure font, FIGURE_MIN_PT at FIGURE_DPI, from annotated_ssm.book.plotting, times
+  shown/drawn width) at least MIN_LABEL_PX, explorer frames included; a figure that opens
+  larger when tapped must open at its drawn size (checked on the first one: the opened
   figure's width); headings sized for phones; wide display equations with a scroll cue;
   explorer controls at least MIN_TARGET px high; the smallest label is reported;
 - weight: the bytes a page downloads before the reader scrolls (every response until the
@@ -59,12 +60,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from browser import CHROMIUM, chromium, offline, serve  # noqa: E402  (tools/ is not a package)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from annotated_ssm.book import plotting  # noqa: E402  (the book's figure rule)
+
 # The checks that run inside each page (globals: inspect, scrollingBlocks, cutOff, onScreen).
 IN_PAGE = (pathlib.Path(__file__).resolve().parent / "check_site.js").read_text()
 MAX_CODE_LINE = 100
 MAX_WEIGHT = 2_500_000  # bytes, uncompressed, downloaded before the reader scrolls
-FIGURE_MIN_PT = 8  # the smallest font the chapters' figures use (annotated_ssm/plotting.py)
-MIN_LABEL_PX = 9  # CSS px
+FIGURE_MIN_PT = plotting.MIN_FONT_PT  # the smallest font of the book's figures
+FIGURE_DPI = plotting.FIGURE_DPI  # their resolution (px per inch of the drawn PNG)
+MIN_LABEL_PX = plotting.MIN_TEXT_PX  # CSS px, on the phone, without tapping
 MIN_TARGET = 32  # CSS px: a control's height on a phone
 TOC_WIDTHS = (1280, 1440)
 WIDE = 1920  # a wide desktop, measured besides 1280 px
@@ -264,7 +269,8 @@ def read_on_phone(page: Page) -> dict:
         }
         await new Promise(done => requestAnimationFrame(() => setTimeout(done, 50)));
     }""")
-    found = page.evaluate("args => phoneChecks(...args)", [FIGURE_MIN_PT, MIN_LABEL_PX, MIN_TARGET])
+    found = page.evaluate("args => phoneChecks(...args)",
+                          [FIGURE_MIN_PT, FIGURE_DPI, MIN_LABEL_PX, MIN_TARGET])
     zoomable = page.locator("article img.zoomable")
     if zoomable.count():
         first = zoomable.first

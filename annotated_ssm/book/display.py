@@ -19,11 +19,13 @@ import inspect
 
 import numpy as np
 
+from .plotting import PAGE_STYLE
+
 __all__ = ["show_source", "relative_error", "check", "use_book_style", "BOOK_STYLE"]
 
-# The figure style of the whole book: no top/right frame, a resolution that keeps text
-# legible at the page's width without making the stored notebooks heavy.
-BOOK_STYLE = {"figure.dpi": 90, "axes.spines.top": False, "axes.spines.right": False}
+# The figure style of the whole book: the page style's width, resolution and font sizes (text
+# that a phone still shows at 9 px or more, see annotated_ssm.book.plotting), no top/right frame.
+BOOK_STYLE = {**PAGE_STYLE, "axes.spines.top": False, "axes.spines.right": False}
 
 
 def show_source(obj):

@@ -11,9 +11,9 @@ its arguments alone (never from matplotlib's autoscaling of what was drawn befor
 image for given values is the same whatever values came before, so the live widget and
 the website's precomputed frames agree (tests/test_widgets.py checks it byte for byte).
 
-The figures are :data:`~annotated_ssm.book.plotting.PAGE_WIDTH` inches wide at 100 dpi (the
-book's text column) in :func:`~annotated_ssm.book.plotting.page_style`, so the text stays
-legible when a phone shrinks the figure to its width. The axes are placed with fixed
+The figures are :data:`~annotated_ssm.book.plotting.PAGE_WIDTH` inches wide in
+:func:`~annotated_ssm.book.plotting.page_style`, the book's rule for figures whose text stays at
+least 9 px when a phone shrinks them to its column (see :mod:`annotated_ssm.book.plotting`). The axes are placed with fixed
 margins instead of ``tight_layout``: the sizes and fonts never change, and ``tight_layout``
 would draw every figure twice.
 
@@ -125,7 +125,7 @@ class DiagonalSSMFigure:
                           for n in range(max_basis)]
             self.ax_basis.set_xlabel("t")
             self.ax_basis.set_title(r"basis functions Re$[e^{t\lambda_n} B_n]$")
-            fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.94, hspace=0.5,
+            fig.subplots_adjust(left=0.1, right=0.98, bottom=0.09, top=0.94, hspace=0.5,
                                 wspace=0.25)
 
     def update(self, eigenvalues, t, kernel, basis) -> Figure:
@@ -193,7 +193,7 @@ class HiPPOFigure:
             self.theta = self.ax_history.axvline(0, color="0.5", ls=":", lw=1)
             self.ax_history.set_xlabel("lag s (how far in the past)")
             self.ax_history.set_ylabel("u(t - s)")
-            fig.subplots_adjust(left=0.09, right=0.98, bottom=0.09, top=0.94, hspace=0.5)
+            fig.subplots_adjust(left=0.12, right=0.98, bottom=0.09, top=0.94, hspace=0.5)
 
     def update(self, lags, basis, history, reconstruction, *, measure: str, N: int,
                theta: float | None = None) -> Figure:
@@ -254,7 +254,7 @@ class DiscretizationFigure:
                                                  label="K̄_ℓ")
             self.ax_kernel.set_xlabel("time ℓΔ")
             self.ax_kernel.legend(loc="upper right")
-            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.91, wspace=0.25)
+            fig.subplots_adjust(left=0.13, right=0.98, bottom=0.15, top=0.91, wspace=0.25)
 
     def update(self, A_bar, t, K, K_bar, *, step: float, method: str) -> Figure:
         """Show one step and method.
@@ -342,7 +342,7 @@ class S4DFigure:
             self.ax_kernel.set_title(r"kernel $\bar K_\ell$ for a fixed random C")
             self.ax_kernel.set_xlabel(r"$\ell$")
             self.title = fig.suptitle("")
-            fig.subplots_adjust(left=0.11, right=0.98, bottom=0.09, top=0.88, hspace=0.55,
+            fig.subplots_adjust(left=0.13, right=0.98, bottom=0.09, top=0.88, hspace=0.55,
                                 wspace=0.25)
 
     def update(self, A, A_bar, basis, kernel, *, step: float, title: str = "") -> Figure:

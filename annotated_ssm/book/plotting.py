@@ -12,26 +12,49 @@ from __future__ import annotations
 
 import contextlib
 
+import matplotlib
 import matplotlib.pyplot as plt
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 import numpy as np
 
-__all__ = ["complex_plane", "PAGE_WIDTH", "PAGE_STYLE", "page_style"]
+__all__ = ["complex_plane", "PAGE_WIDTH", "FIGURE_DPI", "PHONE_COLUMN_PX", "MIN_TEXT_PX",
+           "MIN_FONT_PT", "PAGE_STYLE", "page_style", "page_figure", "shown_text_px",
+           "smallest_text"]
 
-#: The width in inches of a figure at 100 dpi as wide as the book's text column (750 px).
-PAGE_WIDTH = 7.5
-#: Font sizes of figures drawn for the page's width (the explorers, each chapter's first
-#: figure), in points at 100 dpi: 13 pt is 18 px on a desktop and still ~9 px when a phone
-#: shrinks the 750 px figure to its ~370 px column.
+# The rule every figure of the book follows: the website shows a figure at its drawn width
+# in px, shrunk to the text column where it is wider (~750 px on a desktop, PHONE_COLUMN_PX
+# on a 400 px phone). A text of p points in a figure W inches wide then measures
+# p / 72 * PHONE_COLUMN_PX / W CSS px on the phone whatever the dpi, so legibility there is
+# the ratio of font size to figure width: MIN_TEXT_PX needs p / W >= 9 * 72 / 368 = 1.76 pt
+# per inch. Figures are drawn PAGE_WIDTH = 6 in wide with no text under MIN_FONT_PT = 11 pt
+# (9.4 px on the phone, 15 px, about the body text's 16 px, on a desktop where the 600 px
+# figure is shown unscaled); panels that would sit side by side in less than ~3 in each are
+# stacked instead, so that their tick labels and titles fit at that size.
+
+#: The width in inches of the book's figures (FIGURE_DPI px wide per inch: 600 px).
+PAGE_WIDTH = 6.0
+#: The figures' resolution: 1 pt is FIGURE_DPI / 72 px in the drawn image.
+FIGURE_DPI = 100
+#: The width in CSS px of the website's text column on a 400 px phone.
+PHONE_COLUMN_PX = 368
+#: The smallest text, in CSS px, that a figure may show in that column.
+MIN_TEXT_PX = 9
+#: The smallest font size, in points, of the book's figures (PAGE_WIDTH wide, see above).
+MIN_FONT_PT = 11
+#: The book's figure style (also the chapters' default, ``display.BOOK_STYLE``): fonts no
+#: smaller than MIN_FONT_PT and a default size of PAGE_WIDTH, so that a figure made without
+#: a ``figsize`` or ``fontsize`` follows the rule.
 PAGE_STYLE = {
-    "font.size": 13, "axes.titlesize": 13, "axes.labelsize": 13, "legend.fontsize": 11.5,
-    "xtick.labelsize": 12, "ytick.labelsize": 12, "figure.titlesize": 13.5, "figure.dpi": 100, "savefig.dpi": 100,
+    "font.size": MIN_FONT_PT, "axes.titlesize": 11.5, "axes.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT, "legend.title_fontsize": MIN_FONT_PT,
+    "xtick.labelsize": MIN_FONT_PT, "ytick.labelsize": MIN_FONT_PT, "figure.titlesize": 12,
+    "figure.figsize": (PAGE_WIDTH, 3.6), "figure.dpi": FIGURE_DPI, "savefig.dpi": FIGURE_DPI,
 }
 
 
 #: Constrained-layout margins (inches) of the chapters' page-width figures: the notebook
 #: stores a figure cropped to its content plus 0.1 in on each side, so content that keeps
-#: 0.12 in from the edges comes back at most PAGE_WIDTH wide (750 px).
+#: 0.12 in from the edges comes back at most PAGE_WIDTH wide.
 PAGE_PADS = {"w_pad": 0.12, "h_pad": 0.06}
 
 
@@ -45,6 +68,49 @@ def page_style():
 def _page_layout():
     """The layout engine of a page-width figure (constrained, with ``PAGE_PADS``)."""
     return ConstrainedLayoutEngine(**PAGE_PADS)
+
+
+def page_figure(nrows: int = 1, ncols: int = 1, *, height: float, **subplots_kwargs):
+    """``plt.subplots`` for a figure of the book: PAGE_WIDTH wide, ``height`` inches tall,
+    in ``page_style`` with the constrained layout of ``PAGE_PADS``. Call it inside
+    ``page_style()`` when the drawing that follows also creates texts (legends, titles).
+
+    Returns:
+        (Figure, axes) as ``plt.subplots`` returns them.
+    """
+    with page_style():
+        return plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, height), layout=_page_layout(),
+                            **subplots_kwargs)
+
+
+def shown_text_px(fig, fontsize: float, *, column_px: float = PHONE_COLUMN_PX) -> float:
+    """The CSS px a text of ``fontsize`` points measures when the website shows ``fig`` in a
+    column ``column_px`` wide: its px in the drawn image, scaled down when the image is wider.
+
+    The drawn width is the larger of the figure's and of its content's plus the 0.1 in
+    margins a notebook keeps when it stores the figure cropped to its content.
+    """
+    fig.draw_without_rendering()
+    content = fig.get_tightbbox().width + 0.2  # inches
+    drawn_px = max(fig.get_size_inches()[0], content) * fig.dpi
+    return fontsize * fig.dpi / 72 * min(1.0, column_px / drawn_px)
+
+
+def smallest_text(fig, *, column_px: float = PHONE_COLUMN_PX):
+    """The smallest visible text of ``fig`` (titles, labels, tick labels, legends,
+    annotations) as (CSS px in a ``column_px`` column, the Text artist).
+
+    Raises:
+        ValueError: the figure shows no text.
+    """
+    fig.draw_without_rendering()  # makes the tick labels
+    texts = [text for text in fig.findobj(matplotlib.text.Text)
+             if text.get_visible() and text.get_text().strip()
+             and (text.axes is None or text.axes.get_visible())]
+    if not texts:
+        raise ValueError("the figure shows no text")
+    text = min(texts, key=lambda text: text.get_fontsize())
+    return shown_text_px(fig, text.get_fontsize(), column_px=column_px), text
 
 
 def complex_plane(ax, eigenvalues, *, unit_circle: bool = False, label: str | None = None, **scatter_kwargs):
@@ -85,8 +151,7 @@ def forced_response_figure(t, force, exact, solver, *, rest: float | None = None
         rest: if given, the rest position under the force, drawn dotted.
     """
     with page_style():
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 4.6), sharex=True,
-                                          height_ratios=[1, 1.6], layout=_page_layout())
+        fig, (top, bottom) = page_figure(2, 1, height=4.6, sharex=True, height_ratios=[1, 1.6])
         top.plot(t, force, color="tab:orange")
         top.set_ylabel("force u(t)")
         bottom.plot(t, exact, lw=3, color="tab:blue", alpha=0.45, label="matrix exponential")
@@ -107,7 +172,7 @@ __all__ += ["basis_functions", "history_reconstruction", "signal_figure"]
 def signal_figure(t, u, *, title: str | None = None, xlabel: str = "t"):
     """One signal ``u`` (T,) against ``t`` (T,), as wide as the page."""
     with page_style():
-        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 2.6), layout=_page_layout())
+        fig, ax = page_figure(height=2.6)
         ax.plot(t, u, lw=1)
         ax.set_xlabel(xlabel)
         if title:
@@ -145,7 +210,7 @@ def history_reconstruction(ax, s, history, reconstructions: dict, *, title: str 
     ax.set_ylabel("u(t - s)")
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(loc="best")
     return ax
 
 
@@ -177,7 +242,7 @@ def discretization_error_figure(steps, constant: dict, varying: dict, *, varying
         for ax, (name, errors) in zip(top, constant.items()):
             for rule, values in errors.items():
                 ax.loglog(steps, values, "o-", ms=3, color=colors[rule], label=rule)
-            ax.set_title(f"u = 1: {name}")
+            ax.set_title(name)
         samplings = []
         for (sampling, errors), style in zip(varying.items(), ("o-", "s--")):
             for rule, values in errors.items():
@@ -192,7 +257,7 @@ def discretization_error_figure(steps, constant: dict, varying: dict, *, varying
         for ax in top[1:]:
             ax.sharey(top[0])
             ax.tick_params(labelleft=False)
-        top[0].set_ylabel("relative error at t = 2")
+        top[0].set_ylabel("relative error at t = 2\n(constant input u = 1)")
         bottom.set_ylabel("relative error at t = 2")
         handles = [plt.Line2D([], [], color=colors[r], marker="o", ms=3) for r in rules]
         fig.legend([*handles, slope1, slope2], [*rules, "slope 1", "slope 2"],
@@ -224,8 +289,7 @@ def s4_nodes_figure(Lambda, L: int, step: float, *, resolvent_poles=None):
     g = 2 / step * 1j * np.tan(np.pi * j[finite] / L)
     Lambda = np.asarray(Lambda)
     with page_style():
-        fig, (left, right) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 4.6), layout=_page_layout(),
-                                          gridspec_kw={"width_ratios": [1, 1.45]})
+        fig, (left, right) = page_figure(1, 2, height=4.6, width_ratios=[1, 1.45])
         complex_plane(left, omega, unit_circle=True, color="C0")
         left.set_title(f"L = {L} roots of unity")
         complex_plane(right, g, color="C0", label=r"$g(\omega_j)$ (ω = -1 maps to ∞)")
@@ -240,14 +304,15 @@ def s4_nodes_figure(Lambda, L: int, step: float, *, resolvent_poles=None):
         bound = 1.15 * max(np.abs(Lambda.imag).max(), 1.0)
         right.set_ylim(-bound, bound)
         right.set_xlim(leftmost, 1)
-        right.set_title(f"nodes and poles (Δ = {step:g}; zoomed)")
+        right.set_title(f"nodes and poles\n(Δ = {step:g}; zoomed)")
         fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=1,
                    frameon=False)
     return fig
 
 
 def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
-    """Target kernels, S4 kernels before and after training, one panel per channel.
+    """Target kernels, S4 kernels before and after training, one panel per channel stacked
+    top to bottom at the page's width; one legend above the panels.
 
     Args:
         target, initial, learned: (H, L) arrays.
@@ -256,21 +321,22 @@ def kernel_fit_figure(target, initial, learned, *, titles=None, xlim=None):
     """
     target, initial, learned = (np.atleast_2d(np.asarray(a)) for a in (target, initial, learned))
     H = target.shape[0]
-    fig, axes = plt.subplots(1, H, figsize=(4.5 * H, 3.2), squeeze=False)
-    for h, ax in enumerate(axes[0]):
-        ax.plot(target[h], color="0.2", lw=3, alpha=0.4, label="target")
-        ax.plot(initial[h], color="C0", lw=0.8, ls="--", label="at initialisation (clipped)")
-        ax.plot(learned[h], color="C3", lw=1.2, label="after training")
-        # Scale to the target: the random initial kernel is much larger and would hide the fit.
-        peak = np.max(np.abs(target[h]))
-        ax.set_ylim(-0.8 * peak, 1.8 * peak)
-        ax.set_xlabel(r"$\ell$")
-        ax.set_title(f"channel {h}" + (f": {titles[h]}" if titles else ""))
-        if xlim is not None:
-            ax.set_xlim(*xlim)
-    axes[0, 0].set_ylabel(r"$\bar K_\ell$ (with the skip $D$ at $\ell = 0$)")
-    axes[0, 0].legend(fontsize=9)
-    fig.tight_layout()
+    with page_style():
+        fig, axes = page_figure(H, 1, height=0.9 + 2.2 * H, sharex=True, squeeze=False)
+        for h, ax in enumerate(axes[:, 0]):
+            ax.plot(target[h], color="0.2", lw=3, alpha=0.4, label="target")
+            ax.plot(initial[h], color="C0", lw=0.8, ls="--", label="at initialisation (clipped)")
+            ax.plot(learned[h], color="C3", lw=1.2, label="after training")
+            # Scale to the target: the random initial kernel is much larger and would hide the fit.
+            peak = np.max(np.abs(target[h]))
+            ax.set_ylim(-0.8 * peak, 1.8 * peak)
+            ax.set_title(f"channel {h}" + (f": {titles[h]}" if titles else ""))
+            ax.set_ylabel(r"$\bar K_\ell$")
+            if xlim is not None:
+                ax.set_xlim(*xlim)
+        axes[-1, 0].set_xlabel(r"$\ell$ (the skip $D$ is drawn at $\ell = 0$)")
+        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper center", ncol=2,
+                   frameon=False)
     return fig
 
 
@@ -291,8 +357,8 @@ def dss_kernels_figure(panels: dict, *, labels=None, ylabel: str = r"$\bar K_\el
         the Figure (x axis the time index ℓ).
     """
     with page_style():
-        fig, axes = plt.subplots(len(panels), 1, figsize=(PAGE_WIDTH, 1.2 + 2.0 * len(panels)),
-                                 sharex=True, squeeze=False, layout=_page_layout())
+        fig, axes = page_figure(len(panels), 1, height=1.2 + 2.0 * len(panels), sharex=True,
+                                squeeze=False)
         for ax, (title, K) in zip(axes[:, 0], panels.items()):
             K = np.atleast_2d(np.asarray(K))
             for i, row in enumerate(K):
@@ -308,9 +374,9 @@ def dss_kernels_figure(panels: dict, *, labels=None, ylabel: str = r"$\bar K_\el
 
 
 def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
-    """Left: the skew-HiPPO spectrum (kept half filled, conjugates hollow) and LegS's real
-    eigenvalues -(n+1) in the complex plane. Right: Re e^{λ_n t} for the ``basis``
-    slowest-oscillating kept eigenvalues.
+    """At the page's width, top: the skew-HiPPO spectrum (kept half filled, conjugates
+    hollow) and LegS's real eigenvalues -(n+1) in the complex plane. Bottom: Re e^{λ_n t} for
+    the ``basis`` slowest-oscillating kept eigenvalues.
 
     Args:
         skew_hippo: (N/2,) complex, the kept eigenvalues (Im > 0).
@@ -318,22 +384,23 @@ def skew_hippo_figure(skew_hippo, legs_eigenvalues, t, *, basis: int = 4):
         t: (T,) times.
     """
     skew_hippo = np.asarray(skew_hippo)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4))
-    complex_plane(left, skew_hippo, label="skew-HiPPO (kept)", color="C0")
-    complex_plane(left, skew_hippo.conj(), label="conjugates (implied)", facecolors="none", edgecolors="C0")
-    complex_plane(left, legs_eigenvalues, label="HiPPO-LegS", color="C3", marker="x")
-    # Imaginary parts span 0.3 … N²/π: a symmetric log scale shows all of them.
-    left.set_yscale("symlog", linthresh=1.0)
-    left.legend(fontsize=8, loc="upper left")
-    left.set_title("eigenvalues (Im on a symmetric log scale)", fontsize=10)
-    slowest = np.argsort(skew_hippo.imag)[:basis]
-    for n in slowest:
-        lam = skew_hippo[n]
-        right.plot(t, np.real(np.exp(lam * t)), lw=1, label=f"Im $\\lambda$ = {lam.imag:.2f}")
-    right.set_xlabel("$t$")
-    right.set_title(r"basis functions Re $e^{\lambda_n t}$", fontsize=10)
-    right.legend(fontsize=8)
-    fig.tight_layout()
+    with page_style():
+        fig, (top, bottom) = page_figure(2, 1, height=7.0)
+        complex_plane(top, skew_hippo, label="skew-HiPPO (kept)", color="C0")
+        complex_plane(top, skew_hippo.conj(), label="conjugates (implied)", facecolors="none",
+                      edgecolors="C0")
+        complex_plane(top, legs_eigenvalues, label="HiPPO-LegS", color="C3", marker="x")
+        # Imaginary parts span 0.3 … N²/π: a symmetric log scale shows all of them.
+        top.set_yscale("symlog", linthresh=1.0)
+        top.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0)
+        top.set_title("eigenvalues (Im on a symmetric log scale)")
+        slowest = np.argsort(skew_hippo.imag)[:basis]
+        for n in slowest:
+            lam = skew_hippo[n]
+            bottom.plot(t, np.real(np.exp(lam * t)), lw=1, label=f"Im $\\lambda$ = {lam.imag:.2f}")
+        bottom.set_xlabel("$t$")
+        bottom.set_title(r"basis functions Re $e^{\lambda_n t}$")
+        bottom.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0)
     return fig
 
 
@@ -372,8 +439,7 @@ def figure3(t, exact, ssm_kernel, panels: dict):
         raise ValueError(f"panels must hold three S4D-LegS bases (b), (c), (d); got {len(panels)}.")
     names = {"zoh": "ZOH"}
     with page_style():
-        fig, axes = plt.subplots(2, 2, figsize=(PAGE_WIDTH, 6.0), sharex=True, sharey=True,
-                                 layout=_page_layout())
+        fig, axes = page_figure(2, 2, height=6.0, sharex=True, sharey=True)
         axes = axes.ravel()
         figure3_panel(axes[0], t, exact, title="(a) S4-LegS: closed form")
         for n, row in enumerate(ssm_kernel):
@@ -396,18 +462,19 @@ def figure4(inits: dict, N: int):
     Args:
         inits: label -> (N/2,) complex eigenvalues.
     """
-    fig, ax = plt.subplots(figsize=(6, 4))
     markers = "osd^v<>"
-    for i, (label, A) in enumerate(inits.items()):
-        n = np.arange(len(A))
-        imag = np.abs(np.imag(A))
-        keep = imag > 0  # log axes: S4D-Lin's n = 0 frequency is 0
-        ax.loglog(n[keep] + 1, imag[keep], markers[i % len(markers)], ms=3.5, label=label, alpha=0.8)
-    ax.set_xlabel("n + 1")
-    ax.set_ylabel(r"Im $A_n$")
-    ax.set_title(f"Imaginary parts of the diagonal initialisations, N = {N}", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    with page_style():
+        fig, ax = page_figure(height=4.0)
+        for i, (label, A) in enumerate(inits.items()):
+            n = np.arange(len(A))
+            imag = np.abs(np.imag(A))
+            keep = imag > 0  # log axes: S4D-Lin's n = 0 frequency is 0
+            ax.loglog(n[keep] + 1, imag[keep], markers[i % len(markers)], ms=3.5, label=label,
+                      alpha=0.8)
+        ax.set_xlabel("n + 1")
+        ax.set_ylabel(r"Im $A_n$")
+        ax.set_title(f"Imaginary parts of the diagonal initialisations, N = {N}")
+        ax.legend()
     return fig
 
 
@@ -421,8 +488,7 @@ def block_eigenvalues_figure(spectra: dict, *, title: str | None = None):
     """Eigenvalues in the complex plane at the page's width, one panel per entry side by side
     (``spectra``: panel title -> (M,) complex), each with its own Im scale."""
     with page_style():
-        fig, axes = plt.subplots(1, len(spectra), figsize=(PAGE_WIDTH, 3.6), squeeze=False,
-                                 layout=_page_layout())
+        fig, axes = page_figure(1, len(spectra), height=3.6, squeeze=False)
         for ax, (name, eigenvalues) in zip(axes[0], spectra.items()):
             eigenvalues = np.asarray(eigenvalues)
             complex_plane(ax, eigenvalues, c="C0", s=30)
@@ -470,14 +536,13 @@ def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | Non
         raise ValueError(f"{len(levels)} levels but {len(labels) - 1} level labels")
     blue, grey = "C0", "0.6"
     with page_style():
-        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 0.75 * len(rows) + 1.0),
-                               layout=_page_layout())
+        fig, ax = page_figure(height=0.75 * len(rows) + 1.0)
         for r, row in enumerate(rows):
             changed = {right[1]: left[1] for left, right in levels[r - 1]} if r else {}
             for i, (first, last) in enumerate(row):
                 text = f"{first}" if first == last else f"{first}–{last}"
                 new = i in changed
-                ax.text(i, -r, text, ha="center", va="center", fontsize=12,
+                ax.text(i, -r, text, ha="center", va="center",
                         color="k" if new or not r else "0.45",
                         bbox=dict(boxstyle="round,pad=0.3", fc="#cfe2f3" if new else "white",
                                   ec=blue if new else grey, lw=1.2 if new else 0.8))
@@ -509,14 +574,14 @@ def scan_timing_figure(lengths, timings: dict):
         lengths: (K,) sequence lengths.
         timings: label -> (K,) seconds per call.
     """
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    for label, seconds in timings.items():
-        ax.loglog(lengths, np.asarray(seconds) * 1e3, "o-", label=label)
-    ax.set_xlabel("sequence length L")
-    ax.set_ylabel("time per call (ms)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    with page_style():
+        fig, ax = page_figure(height=3.8)
+        for label, seconds in timings.items():
+            ax.loglog(lengths, np.asarray(seconds) * 1e3, "o-", label=label)
+        ax.set_xlabel("sequence length L")
+        ax.set_ylabel("time per call (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
     return fig
 
 
@@ -529,17 +594,17 @@ def irregular_sampling_figure(t_fine, target_fine, t_obs, observations, predicti
         t_obs: (L,) observation times; observations: (L,) the observed values.
         predictions: label -> (L,) predictions of the target at the observation times.
     """
-    fig, axes = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
-    axes[0].plot(t_obs, observations, "o", ms=3.5, color="C0", label=observed_label)
-    axes[0].vlines(t_obs, 0, observations, color="C0", alpha=0.25, lw=0.8)
-    axes[0].axhline(0, color="0.7", lw=0.8)
-    axes[0].legend(fontsize=9, loc="upper right")
-    axes[1].plot(t_fine, target_fine, color="black", lw=2, alpha=0.35, label=target_label)
-    for (label, values), marker in zip(predictions.items(), "xs^v"):
-        axes[1].plot(t_obs, values, marker, ms=4, ls="", label=label)
-    axes[1].set_xlabel("time t")
-    axes[1].legend(fontsize=9, loc="upper right")
-    fig.tight_layout()
+    with page_style():
+        fig, axes = page_figure(2, 1, height=5.2, sharex=True)
+        axes[0].plot(t_obs, observations, "o", ms=3.5, color="C0", label=observed_label)
+        axes[0].vlines(t_obs, 0, observations, color="C0", alpha=0.25, lw=0.8)
+        axes[0].axhline(0, color="0.7", lw=0.8)
+        axes[0].legend(loc="upper right")
+        axes[1].plot(t_fine, target_fine, color="black", lw=2, alpha=0.35, label=target_label)
+        for (label, values), marker in zip(predictions.items(), "xs^v"):
+            axes[1].plot(t_obs, values, marker, ms=4, ls="", label=label)
+        axes[1].set_xlabel("time t")
+        axes[1].legend(loc="upper right")
     return fig
 
 
@@ -554,8 +619,8 @@ def sequence_examples(x, y, *, n: int = 10, title: str | None = None):
     labels = sorted(set(y.tolist()))[:n]
     rows = -(-len(labels) // 5)
     with page_style():
-        fig, axes = plt.subplots(rows, min(len(labels), 5), figsize=(PAGE_WIDTH, 0.5 + 1.5 * rows),
-                                 sharey=True, squeeze=False, layout=_page_layout())
+        fig, axes = page_figure(rows, min(len(labels), 5), height=0.5 + 1.5 * rows,
+                                sharey=True, squeeze=False)
         for ax in axes.ravel()[len(labels):]:
             ax.set_visible(False)
         for ax, label in zip(axes.ravel(), labels):
@@ -569,7 +634,8 @@ def sequence_examples(x, y, *, n: int = 10, title: str | None = None):
 
 
 def learning_curves(histories: dict, *, references: dict | None = None, target: float | None = None):
-    """Training loss and per-epoch validation accuracy, one colour per run name.
+    """Training loss (top) and per-epoch validation accuracy (bottom) at the page's width,
+    one colour per run name.
 
     Args:
         histories: name -> ``annotated_ssm.train.History`` or a list of them (seeds of one
@@ -577,7 +643,14 @@ def learning_curves(histories: dict, *, references: dict | None = None, target: 
         references: name -> accuracy, drawn as dotted horizontal lines (e.g. published baselines).
         target: an accuracy bar drawn as a dashed line.
     """
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
+    with page_style():
+        fig, (ax_loss, ax_acc) = page_figure(2, 1, height=6.4, sharex=True)
+        _draw_learning_curves(ax_loss, ax_acc, histories, references, target)
+    return fig
+
+
+def _draw_learning_curves(ax_loss, ax_acc, histories: dict, references, target) -> None:
+    """The lines of ``learning_curves`` on its two axes."""
     for i, (name, runs) in enumerate(histories.items()):
         runs = runs if isinstance(runs, (list, tuple)) else [runs]
         for k, history in enumerate(runs):
@@ -589,16 +662,13 @@ def learning_curves(histories: dict, *, references: dict | None = None, target: 
                 ax_acc.plot(history.best_epoch, history.val_accuracy[best], "o", color=f"C{i}", ms=4)
     for name, value in (references or {}).items():
         ax_acc.axhline(value, color="0.4", ls=":", lw=1)
-        ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=9,
-                        color="0.3")
+        ax_acc.annotate(name, (0.02, value), xycoords=("axes fraction", "data"), ha="left",
+                        va="bottom", color="0.3")
     if target is not None:
         ax_acc.axhline(target, color="k", ls="--", lw=0.8)
-    ax_loss.set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
+    ax_loss.set(ylabel="training loss\n(cross-entropy)", yscale="log")
     ax_acc.set(xlabel="epoch", ylabel="validation accuracy", ylim=(0.5, 1.0))
-    ax_loss.legend(frameon=False)
     ax_acc.legend(frameon=False, loc="lower right")
-    fig.tight_layout()
-    return fig
 
 
 def digit_completions(truth, completions, *, prompt_rows: int = 4):
@@ -606,18 +676,19 @@ def digit_completions(truth, completions, *, prompt_rows: int = 4):
     model took over. truth, completions: (n, 64) pixels in [0, 1]."""
     truth, completions = np.asarray(truth), np.asarray(completions)
     n = len(truth)
-    fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.6))
-    for k in range(n):
-        for row, (images, name) in enumerate(((truth, "original"), (completions, "completed"))):
-            ax = axes[row, k]
-            ax.imshow(images[k].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if row == 1:
-                ax.axhline(prompt_rows - 0.5, color="r", lw=1.5)
-            if k == 0:
-                ax.set_ylabel(name, fontsize=9)
-    fig.tight_layout()
+    side = min(1.1, (PAGE_WIDTH - 0.6) / n)  # inches per image, all n in the page's width
+    with page_style():
+        fig, axes = page_figure(2, n, height=0.3 + 2.1 * side, squeeze=False)
+        for k in range(n):
+            for row, (images, name) in enumerate(((truth, "original"), (completions, "completed"))):
+                ax = axes[row, k]
+                ax.imshow(images[k].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if row == 1:
+                    ax.axhline(prompt_rows - 0.5, color="r", lw=1.5)
+                if k == 0:
+                    ax.set_ylabel(name)
     return fig
 
 
@@ -634,8 +705,7 @@ def input_weights_figure(panels: dict, *, ylabel: str = "weight"):
         ylabel: the quantity (e.g. the derivative of the last output by each input).
     """
     with page_style():
-        fig, axes = plt.subplots(1, len(panels), figsize=(PAGE_WIDTH, 3.2), sharey=True,
-                                 layout=_page_layout(), squeeze=False)
+        fig, axes = page_figure(1, len(panels), height=3.2, sharey=True, squeeze=False)
         for ax, (title, weights) in zip(axes[0], panels.items()):
             for (label, w), style in zip(weights.items(), ("-", "--", ":", "-.")):
                 ax.plot(np.abs(np.asarray(w)), style, lw=2, label=label)
