@@ -226,6 +226,8 @@ class S4Layer(ConvolutionalSSMLayer):
         ``C = C̃ (I - Ā^L₀)⁻¹``, with Ā^L₀ - I powered as a difference from I
         (:func:`_power_minus_identity`). C does not depend on ``length``: the recurrence is the
         convolution's system for every length (and for an unbounded sequence, ``length=None``).
+        The dense power is the expensive part: compute the system once (``discrete_system()``)
+        before stepping through a sequence.
         """
         Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
         a, v, w, B_bar = self._bilinear(Lambda, P, B, step)
