@@ -298,7 +298,9 @@ def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, 
 def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
               chunk_size: int | None = None):
     """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4:
-    ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L``, with ``C̃ = C (I - Ā^L)`` the parameter S4 learns.
+    ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L``, with ``C̃ = C (I - Ā^L)`` the parameter S4 learns, for
+    this L (``S4Layer`` keeps C̃ for one reference length and truncates or converts it, so its
+    kernel does not depend on the call length).
 
     Args:
         Lambda: (..., M) complex; with ``conjugate``, one of each conjugate pair (N = 2M).

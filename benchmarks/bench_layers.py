@@ -104,23 +104,26 @@ def run_worker(args) -> None:
     cls = get_layer(name)
     state_size = args.s5_state_size if name == "s5" else args.state_size
     options = {"chunk_size": args.s4_chunk_size} if name == "s4" and args.s4_chunk_size else {}
-    layer = cls(args.d_model, state_size, rngs=nnx.Rngs(0), **options)
-    graphdef, params = nnx.split(layer)
-    convolutional = isinstance(layer, ConvolutionalSSMLayer)
-
-    def forward(params, u):
-        return nnx.merge(graphdef, params)(u)
-
-    def loss(params, u):
-        return jnp.sum(forward(params, u) ** 2)
-
-    forward_jit = jax.jit(forward)
-    backward_jit = jax.jit(jax.grad(loss))
     for L in sorted(args.lengths):
+        # S4's C̃ is defined for a reference length: set it to the length measured, as a
+        # training run would (another reference length computes a longer kernel or converts C̃).
+        length_option = {"kernel_length": L} if name == "s4" else {}
+        layer = cls(args.d_model, state_size, rngs=nnx.Rngs(0), **options, **length_option)
+        graphdef, params = nnx.split(layer)
+        convolutional = isinstance(layer, ConvolutionalSSMLayer)
+
+        def forward(params, u, graphdef=graphdef):
+            return nnx.merge(graphdef, params)(u)
+
+        def loss(params, u, forward=forward):
+            return jnp.sum(forward(params, u) ** 2)
+
+        forward_jit = jax.jit(forward)
+        backward_jit = jax.jit(jax.grad(loss))
         u = jax.random.normal(jax.random.key(0), (args.batch, L, args.d_model), jnp.float32)
         row = {"layer": name, "L": L, "state_size": state_size}
         if convolutional:
-            kernel_jit = jax.jit(lambda params, L=L: nnx.merge(graphdef, params).kernel(L))
+            kernel_jit = jax.jit(lambda params, L=L, graphdef=graphdef: nnx.merge(graphdef, params).kernel(L))
             row["kernel_s"] = median_time(kernel_jit, params, repeats=args.repeats)
         row["forward_s"] = median_time(forward_jit, params, u, repeats=args.repeats)
         row["backward_s"] = median_time(backward_jit, params, u, repeats=args.repeats)

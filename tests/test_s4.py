@@ -25,13 +25,15 @@ def pairs(x):
     return np.concatenate([x, x.conj()], axis=-1)
 
 
-def dense_reference_kernel(Lambda, P, B, C_tilde, step, L):
-    """float64 naive kernel of A = diag(Λ) - P P* (all N states), C = C̃ (I - Ā^L)⁻¹."""
+def dense_reference_kernel(Lambda, P, B, C_tilde, step, L, reference_length=None):
+    """float64 naive kernel (length L) of A = diag(Λ) - P P* (all N states), C = C̃ (I - Ā^L₀)⁻¹
+    for C̃ given at the reference length L₀ (default L₀ = L)."""
     Lambda, P, B, C_tilde = (pairs(np.asarray(a, np.complex128)) for a in (Lambda, P, B, C_tilde))
     A = np.diag(Lambda) - np.outer(P, P.conj())
     A_bar, B_bar = discretize_dense(A, B, float(step), "bilinear")
     eye = np.eye(len(Lambda))
-    C = np.linalg.solve((eye - np.linalg.matrix_power(A_bar, L)).T, C_tilde)
+    L0 = L if reference_length is None else reference_length
+    C = np.linalg.solve((eye - np.linalg.matrix_power(A_bar, L0)).T, C_tilde)
     K = naive_kernel(A_bar, B_bar, C, L)
     assert np.max(np.abs(K.imag)) < 1e-8 * np.max(np.abs(K.real))  # a real system
     return K.real
@@ -209,30 +211,49 @@ def float64_layer(layer):
     return layer
 
 
-def test_layer_float64_matches_dense_reference():
+@pytest.mark.parametrize("L", [200, 50])
+def test_layer_float64_matches_dense_reference(L):
     """The layer (recurrent(u) = layer(u) is in test_layer_contract.py) against a direct
-    float64 convolution with the naive kernel of the dense bilinear system."""
-    u = jax.random.normal(jax.random.key(1), (2, 200, 3))
+    float64 convolution with the naive kernel of the dense bilinear system whose C is
+    C̃ (I - Ā^L₀)⁻¹: L₀ = 32 is shorter than L = 200 (two doublings) and longer than L = 50."""
+    u = jax.random.normal(jax.random.key(1), (2, L, 3))
     with jax.enable_x64(True):
-        layer64 = float64_layer(S4Layer(3, 16, step_min=1e-2, step_max=1e-1, rngs=nnx.Rngs(0)))
+        layer64 = float64_layer(S4Layer(3, 16, step_min=1e-2, step_max=1e-1, kernel_length=32, rngs=nnx.Rngs(0)))
         u64 = jnp.asarray(u, jnp.float64)
         y64 = layer64(u64)
         assert y64.dtype == jnp.float64
         Lambda, P, B, C_tilde, step = layer64.ssm_parameters()
         for h in range(3):
-            K = dense_reference_kernel(Lambda[h], P[h], B[h], C_tilde[h], step[h], 200)
+            K = dense_reference_kernel(Lambda[h], P[h], B[h], C_tilde[h], step[h], L, reference_length=32)
             ref = direct_causal_conv(np.asarray(u64[:, :, h]), K) + float(layer64.D[...][h]) * np.asarray(u64[:, :, h])
             assert relative_error(y64[:, :, h], ref) < 1e-11
 
 
-def test_step_unbounded_uses_C_tilde_and_matches_long_convolution():
-    """discrete_system(None) takes C = C̃; for a sequence long enough that Ā^L ≈ 0 it agrees."""
-    layer = S4Layer(2, 8, step_min=0.5, step_max=0.5, rngs=nnx.Rngs(0))
-    u = jax.random.normal(jax.random.key(2), (400, 2))
-    step = nnx.jit(lambda layer, state, u_t: layer.step(state, u_t))  # system=None: C = C̃
+@pytest.mark.parametrize("step", [1e-3, 1e-2, 1e-1])
+def test_kernel_is_independent_of_the_call_length(step):
+    """The first L taps of the kernel at 2L (and 4L) equal the kernel at L, below and above the
+    reference length L₀ = 1024. Were C̃ re-read as C (I - Ā^L) at each length, the first 1,024
+    taps at 2,048 would differ by 6.9 % at Δ = 1e-3 (3.8e-5 at 1e-2)."""
+    layer = S4Layer(4, 64, step_min=step, step_max=step, rngs=nnx.Rngs(0))
+    with jax.enable_x64(True):
+        kernels = {L: np.asarray(layer.kernel(L, dtype=jnp.float64)) for L in (512, 1024, 2048, 4096)}
+    for L in (512, 1024, 2048):
+        assert relative_error(kernels[2 * L][..., :L], kernels[L]) < 1e-10
+    assert relative_error(kernels[4096][..., :1024], kernels[1024]) < 1e-10
+    assert relative_error(layer.kernel(2048)[..., :1024], layer.kernel(1024)) < 1e-5  # float32
+
+
+def test_recurrence_is_the_convolution_at_any_length():
+    """discrete_system(None), discrete_system(L) and the convolution all use one C: the
+    recurrence equals the convolution for lengths below and above L₀ = 64."""
+    layer = S4Layer(2, 8, step_min=0.05, step_max=0.5, kernel_length=64, rngs=nnx.Rngs(0))
+    u = jax.random.normal(jax.random.key(2), (200, 2))
+    assert relative_error(layer.recurrent(u), layer(u)) < 1e-5
+    assert relative_error(layer.recurrent(u[:40]), layer(u[:40])) < 1e-5
+    step = nnx.jit(lambda layer, state, u_t: layer.step(state, u_t))  # system=None
     state = layer.init_state()
     ys = []
-    for t in range(400):
+    for t in range(200):
         state, y_t = step(layer, state, u[t])
         ys.append(y_t)
     assert relative_error(jnp.stack(ys), layer(u)) < 1e-5
@@ -274,6 +295,8 @@ def test_layer_bad_input():
         S4Layer(4, 7, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="chunk_size"):
         S4Layer(4, 8, chunk_size=0, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="kernel_length"):
+        S4Layer(4, 8, kernel_length=0, rngs=nnx.Rngs(0))
     layer = S4Layer(4, 8, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="length must be an integer"):
         layer.kernel(0)

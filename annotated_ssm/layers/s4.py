@@ -5,6 +5,13 @@ DPLR form at initialisation, chapter 2), its own step size Δ_h, output vector C
 The layer convolves each channel with the kernel of S4's Algorithm 1
 (:func:`annotated_ssm.kernels.s4_kernel`) and can also run as a recurrence (S4 Theorem 2).
 
+One kernel for every length: the parameter C̃ is ``C (I - Ā^L₀)`` for one fixed reference
+length L₀ = ``kernel_length``, so it stands for one output matrix C whatever length the layer
+is called with. A call of length L ≤ L₀ takes the first L taps of the length-L₀ kernel; a
+longer call doubles the length, ``C (I - Ā^{2L}) = C̃_L (I + Ā^L)``, until it covers L (the
+official S4 does the same: ``_setup_C`` in state-spaces/s4's ``kernels/ssm.py``). So the
+first L taps at 2L equal the kernel at L, and the recurrence uses the same C at any length.
+
 Conjugate symmetry: of the N eigenvalues of the real matrix A, which come in conjugate
 pairs, only the M = N/2 with positive imaginary part are stored (so N must be even). Every
 vector of the diagonal basis (Λ, P, B, C̃, the state) is conjugate-paired, so the full
@@ -56,6 +63,13 @@ def _inner(a, b):
     return 2 * jnp.sum(jnp.real(jnp.conj(a) * b), axis=-1)
 
 
+def _dense_increment(a, v, w):
+    """Ā - I = diag(a) - v w* over all N = 2M states as a dense (..., N, N) matrix."""
+    a_full, v_full, w_full = (conjugate_pairs(x) for x in (a, v, w))
+    eye = jnp.eye(a_full.shape[-1], dtype=a_full.dtype)
+    return a_full[..., None] * eye - v_full[..., :, None] * jnp.conj(w_full)[..., None, :]
+
+
 def _power_minus_identity(E, n: int):
     """``(I + E)^n - I`` by repeated squaring, kept as the difference from I throughout.
 
@@ -85,6 +99,10 @@ class S4Layer(ConvolutionalSSMLayer):
             C̃), for non-causal tasks such as classification.
         step_min, step_max: bounds of the initial step size Δ, log Δ ~ U[log step_min,
             log step_max], one Δ per channel.
+        kernel_length: L₀, the reference length of the parameter C̃ = C (I - Ā^L₀): calls of
+            length L ≤ L₀ compute the length-L₀ kernel and keep its first L taps; longer calls
+            convert C̃ to the next doubled length (a dense N × N power per channel, O(N³ log L)).
+            Set it to the training sequence length.
         chunk_size: passed to :func:`annotated_ssm.kernels.s4_kernel`: evaluate the kernel's
             frequencies in chunks to bound memory and time (None: the measured default
             ``kernels.S4_CHUNK_SIZE``; ``chunk_size >= L // 2 + 1``: all at once).
@@ -95,7 +113,8 @@ class S4Layer(ConvolutionalSSMLayer):
             (keeps every channel stable whatever the optimiser does).
         Lambda_imag (H, M) SSMParam: Im Λ. P (H, M, 2), B (H, M, 2) SSMParam.
         log_step_size (H,) SSMParam: log Δ.
-        C_tilde (H, M, 2) or (2, H, M, 2) when bidirectional, nnx.Param, complex N(0, 1).
+        C_tilde (H, M, 2) or (2, H, M, 2) when bidirectional, nnx.Param, complex N(0, 1):
+            C̃ = C (I - Ā^L₀) for L₀ = kernel_length.
         D (H,) nnx.Param, N(0, 1).
     """
 
@@ -107,6 +126,7 @@ class S4Layer(ConvolutionalSSMLayer):
         bidirectional: bool = False,
         step_min: float = 1e-3,
         step_max: float = 1e-1,
+        kernel_length: int = 1024,
         chunk_size: int | None = None,
         rngs: nnx.Rngs,
     ):
@@ -115,6 +135,7 @@ class S4Layer(ConvolutionalSSMLayer):
             rngs=rngs, even_state="S4 keeps one of each conjugate pair of states, N/2 of them",
         )
         self.chunk_size = None if chunk_size is None else check_positive_int("chunk_size", chunk_size)
+        self.kernel_length = check_positive_int("kernel_length", kernel_length)
         H, M = self.d_model, self.state_size // 2
 
         # HiPPO-LegS in DPLR form, one of each conjugate pair, the same for every channel.
@@ -154,23 +175,40 @@ class S4Layer(ConvolutionalSSMLayer):
     # --- convolution ---------------------------------------------------------------------
 
     def _kernel(self, length, dtype) -> jax.Array:
-        """The S4 kernel of every channel: (H, L), or (2, H, L) if bidirectional."""
+        """The S4 kernel of every channel: (H, L), or (2, H, L) if bidirectional.
+
+        The first ``length`` taps of the kernel at L₁ = L₀ 2^k ≥ length, with C̃ converted from
+        L₀ to L₁ by k doublings (none when length ≤ L₀).
+        """
         Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
-        return _s4_kernel(Lambda, P, B, C_tilde, step, length, chunk_size=self.chunk_size)
+        kernel_length = self.kernel_length
+        if length > kernel_length:
+            a, v, w, _ = self._bilinear(Lambda, P, B, step)
+            increment = _power_minus_identity(_dense_increment(a, v, w), kernel_length)  # Ā^L₀ - I
+            M = Lambda.shape[-1]
+            while length > kernel_length:
+                # C̃_{2L} = C̃_L (I + Ā^L) = 2 C̃_L + C̃_L (Ā^L - I), a row vector times a matrix.
+                C_full = conjugate_pairs(C_tilde)
+                product = jnp.einsum("...m,...mn->...n", C_full, increment, precision=jax.lax.Precision.HIGHEST)
+                C_tilde = (2 * C_full + product)[..., :M]  # the second half is its conjugate
+                kernel_length *= 2
+                if length > kernel_length:
+                    # Ā^{2L} - I = 2 (Ā^L - I) + (Ā^L - I)²
+                    increment = 2 * increment + jnp.matmul(increment, increment, precision=jax.lax.Precision.HIGHEST)
+        kernel = _s4_kernel(Lambda, P, B, C_tilde, step, kernel_length, chunk_size=self.chunk_size)
+        return kernel[..., :length]
 
     # --- recurrence ----------------------------------------------------------------------
 
-    def _discrete_system(self, length, dtype, step_sizes=None) -> S4System:
-        """Discretise (bilinear) and convert C̃ to C for sequences of ``length``.
+    @staticmethod
+    def _bilinear(Lambda, P, B, step):
+        """The bilinear discretisation in factored form: (a, v, w, B̄), see :class:`S4System`.
 
         Theorem 2's ``Ā = A1 A0`` is kept as ``Ā = I + 2 A1 A = I + diag(a) - v w*``: at small
         Δ, Ā is I plus a small increment, and forming that increment directly keeps it to
         float32 precision (A1 (A0 x) subtracts numbers of size 2/Δ, and lost 3 digits at
-        Δ = 1e-5). The kernel's C̃ = C (I - Ā^L) gives ``C = C̃ (I - Ā^L)⁻¹``, with Ā^L - I
-        powered in the same increment form (:func:`_power_minus_identity`). ``length=None``
-        takes C = C̃ (the limit L → ∞ of a stable system, where Ā^L → 0).
+        Δ = 1e-5).
         """
-        Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
         shift = (2 / step)[:, None]
         d = 1 / (shift - Lambda)  # D, the diagonal of (2/Δ - Λ)⁻¹
         dP = d * P
@@ -179,19 +217,25 @@ class S4Layer(ConvolutionalSSMLayer):
         a, v, w = 2 * d * Lambda, 2 * (shift * dP) / denominator, jnp.conj(d) * P
         dB = d * B
         B_bar = 2 * (dB - dP * _inner(P, dB)[:, None] / denominator)
-        if length is None:
-            C = C_tilde
-        else:
-            # Dense Ā - I over all N states (O(N²) memory, O(N³ log L) time, once per length).
-            a_full, v_full, w_full = (conjugate_pairs(x) for x in (a, v, w))
-            N = a_full.shape[-1]
-            eye = jnp.eye(N, dtype=a_full.dtype)
-            low_rank = v_full[..., :, None] * jnp.conj(w_full)[..., None, :]
-            power = _power_minus_identity(a_full[..., None] * eye - low_rank, length)  # Ā^L - I
-            # Row vector C solves C (I - Ā^L) = C̃, i.e. -(Ā^L - I)ᵀ Cᵀ = C̃ᵀ.
-            C_tilde_full = conjugate_pairs(C_tilde)[..., None]
-            C_full = jnp.linalg.solve(-jnp.swapaxes(power, -1, -2), C_tilde_full)
-            C = C_full[..., : N // 2, 0]  # the second half is its conjugate
+        return a, v, w, B_bar
+
+    def _discrete_system(self, length, dtype, step_sizes=None) -> S4System:
+        """Discretise (bilinear) and convert C̃ to the output matrix C.
+
+        C̃ = C (I - Ā^L₀) for the reference length L₀ = ``kernel_length`` gives
+        ``C = C̃ (I - Ā^L₀)⁻¹``, with Ā^L₀ - I powered as a difference from I
+        (:func:`_power_minus_identity`). C does not depend on ``length``: the recurrence is the
+        convolution's system for every length (and for an unbounded sequence, ``length=None``).
+        The dense power is the expensive part: compute the system once (``discrete_system()``)
+        before stepping through a sequence.
+        """
+        Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
+        a, v, w, B_bar = self._bilinear(Lambda, P, B, step)
+        # Dense Ā - I over all N states (O(N²) memory, O(N³ log L₀) time).
+        power = _power_minus_identity(_dense_increment(a, v, w), self.kernel_length)  # Ā^L₀ - I
+        # Row vector C solves C (I - Ā^L₀) = C̃, i.e. -(Ā^L₀ - I)ᵀ Cᵀ = C̃ᵀ.
+        C_full = jnp.linalg.solve(-jnp.swapaxes(power, -1, -2), conjugate_pairs(C_tilde)[..., None])
+        C = C_full[..., : Lambda.shape[-1], 0]  # the second half is its conjugate
         return S4System(a, v, w, B_bar, C)
 
     def _init_state(self, batch_shape, dtype) -> jax.Array:
