@@ -201,6 +201,95 @@ def test_chapter(path, check):
     assert not problems, f"{path.name}: " + "; ".join(problems)
 
 
+# --- the main line: markdown words a reader meets without opening an aside -------------
+
+# A MyST fence (``` or :::, three or more), with an optional {directive} and its argument.
+FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(\{[\w-]+\})?\s*(.*)$")
+OPTION = re.compile(r"^\s*:[\w-]+:")
+# Directives whose body a reader sees only on asking: collapsed asides and margin notes.
+ASIDE_DIRECTIVES = {"{dropdown}", "{margin}"}
+# The longest main line a chapter may have, in words.
+MAIN_LINE_WORDS = 2500
+# Chapters whose main line is still longer, with their count when the limit came: to be
+# shortened, and never to grow.
+MAIN_LINE_EXCEPTIONS = {"01_continuous_time.ipynb": 2639, "02_hippo.ipynb": 3217,
+                        "03_discretization.ipynb": 3117, "04_s4.ipynb": 3365, "05_dss.ipynb": 2693,
+                        "06_s4d.ipynb": 4438, "07_s5.ipynb": 3556}
+
+
+def markdown_words(text: str) -> tuple[int, int]:
+    """(main-line words, all words) of one markdown cell: words are whitespace-separated;
+    the body of a ``{dropdown}``, a ``{margin}`` or a directive with ``:class: dropdown`` is
+    not main line (its title is), and neither is a code block (it is not prose); all words
+    counts everything."""
+    stack = [[None, False, 0]]  # per open fence: the fence, hidden, main-line words inside
+    total = 0
+    for line in text.splitlines():
+        match = FENCE.match(line)
+        fence = stack[-1][0]
+        if (match and fence and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
+                and not match.group(2) and not match.group(3)):
+            _, hidden, words = stack.pop()  # the block closes
+            stack[-1][2] += 0 if hidden else words
+            continue
+        if match and (match.group(2) or fence is None or fence[0] != "`"):
+            code = match.group(1)[0] == "`" and not match.group(2)
+            title = 0 if code else len(match.group(3).split())
+            total += title
+            stack[-1][2] += title
+            stack.append([match.group(1), code or match.group(2) in ASIDE_DIRECTIVES or stack[-1][1], 0])
+            continue
+        if OPTION.match(line) and len(stack) > 1:
+            if line.split(":", 2)[1] == "class" and "dropdown" in line:
+                stack[-1][1] = True
+            continue
+        words = len(line.split())
+        total += words
+        stack[-1][2] += words
+    while len(stack) > 1:  # an unclosed fence runs to the end of the cell
+        _, hidden, words = stack.pop()
+        stack[-1][2] += 0 if hidden else words
+    return stack[0][2], total
+
+
+def main_line_words(notebook) -> tuple[int, int]:
+    """(main-line words, all markdown words) of a chapter."""
+    counts = [markdown_words(source(c)) for c in notebook["cells"] if c["cell_type"] == "markdown"]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_main_line_is_short_enough(path):
+    main, _ = main_line_words(json.loads(path.read_text()))
+    limit = MAIN_LINE_EXCEPTIONS.get(path.name, MAIN_LINE_WORDS)
+    assert main <= limit, f"{path.name}: {main} main-line words (at most {limit})"
+
+
+def test_main_line_words_leave_out_asides_and_code():
+    text = "\n".join([
+        "one two three",
+        "```{dropdown} Aside title",
+        "hidden hidden hidden",
+        "```",
+        ":::{admonition} Box title",
+        ":class: dropdown",
+        "hidden too",
+        ":::",
+        "::::{admonition} Shown box",
+        "shown words",
+        ":::{margin}",
+        "in the margin",
+        ":::",
+        "::::",
+        "```python",
+        "x = 1  # code",
+        "```",
+        "last",
+    ])
+    # main: 3 + "Aside title" + "Box title" + "Shown box" + "shown words" + "last"
+    assert markdown_words(text) == (3 + 2 + 2 + 2 + 2 + 1, 3 + 2 + 3 + 2 + 2 + 2 + 2 + 3 + 5 + 1)
+
+
 # --- the checks themselves catch what they should ------------------------------------------
 
 def make_notebook(*sources, counts=None, outputs=None):

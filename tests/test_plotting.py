@@ -84,6 +84,13 @@ def _figures():
         "learning_curves": lambda: plotting.learning_curves({"S4D": [history, history]},
                                                             references={"GRU": 0.91}, target=0.9),
         "digit_completions": lambda: plotting.digit_completions(np.full((8, 64), 0.5), np.full((8, 64), 0.5)),
+        "accuracy_bars_figure": lambda: plotting.accuracy_bars_figure(
+            {"S4": [0.93, 0.94, 0.92], "DSS": [0.91, 0.95, 0.9]}, chance=0.1),
+        "mode_survival_figure": lambda: plotting.mode_survival_figure(
+            {"S4D-LegS": np.exp(-0.001 + 0.2j * np.arange(1, 9)), "S4D-Rand": np.exp(lam * 0.01)},
+            steps=984, turn=2 * np.pi / 40),
+        "delta_by_token_figure": lambda: plotting.delta_by_token_figure(np.linspace(0.05, 0.2, 32),
+                                                                        np.full(32, 0.02)),
         "input_weights_figure": lambda: plotting.input_weights_figure(
             {"S4D (LTI)": weights, "S6 (selective)": weights}, ylabel=r"$|\partial y_{31} / \partial u_s|$"),
         # The helpers that draw on a chapter's Axes, in the book's default figure.
@@ -194,3 +201,24 @@ def test_figure3_takes_three_panels():
     with pytest.raises(ValueError, match="three"):
         plotting.figure3(T, basis, basis, {(256, "zoh"): basis})
 
+
+
+def test_accuracy_bars_draw_mean_and_sample_deviation():
+    fig = plotting.accuracy_bars_figure({"a": [0.9, 0.92, 0.94], "b": [0.8, 0.8, 0.8]})
+    bars = fig.axes[0].patches
+    assert [round(b.get_height(), 6) for b in bars] == [92.0, 80.0]
+    plt.close(fig)
+
+
+def test_mode_survival_counts_the_useful_modes():
+    # two modes that keep their amplitude, one turning fast enough, one not; one that fades
+    A_bar = np.array([np.exp(0.5j), np.exp(0.01j), 0.5 * np.exp(0.5j)])
+    fig = plotting.mode_survival_figure({"x": A_bar}, steps=100, turn=0.1)
+    assert fig.axes[0].get_title() == "x: 1 of 3 modes useful"
+    plt.close(fig)
+
+
+def test_delta_by_token_counts_the_opened_channels():
+    fig = plotting.delta_by_token_figure([0.4, 0.05, 0.1], [0.1, 0.1, 0.01])
+    assert fig.axes[0].get_title().startswith("2 of 3 channels")
+    plt.close(fig)

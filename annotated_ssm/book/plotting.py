@@ -692,6 +692,71 @@ def digit_completions(truth, completions, *, prompt_rows: int = 4):
     return fig
 
 
+__all__ += ["accuracy_bars_figure", "mode_survival_figure"]
+
+
+def accuracy_bars_figure(accuracies: dict, *, chance: float | None = None):
+    """One bar per layer: the mean test accuracy over seeds, with the sample standard
+    deviation as an error bar and each seed as a dot.
+
+    Args:
+        accuracies: layer name -> per-seed accuracies (fractions in [0, 1]).
+        chance: drawn as a dotted line where given.
+    """
+    names = list(accuracies)
+    values = [100 * np.asarray(accuracies[name], dtype=float) for name in names]
+    means = [v.mean() for v in values]
+    spreads = [v.std(ddof=1) if v.size > 1 else 0.0 for v in values]
+    with page_style():
+        fig, ax = page_figure(height=3.2)
+        positions = np.arange(len(names))
+        ax.bar(positions, means, yerr=spreads, capsize=6, color=[f"C{i}" for i in positions],
+               alpha=0.6)
+        for x, v in zip(positions, values):
+            ax.plot(np.full(v.shape, x), v, "o", color="black", ms=4)
+        if chance is not None:
+            ax.axhline(100 * chance, color="0.4", ls=":", lw=1)
+        low = min(v.min() for v in values)
+        ax.set_ylim(max(0.0, low - 5), min(100.0, max(v.max() for v in values) + 3))
+        ax.set_xticks(positions, names)
+        ax.set_ylabel("test accuracy, %")
+    return fig
+
+
+def mode_survival_figure(spectra: dict, *, steps: int, turn: float, keep: float = 0.1,
+                         floor: float = 1e-8):
+    """Each mode's amplitude left after ``steps`` steps, |Ā|^steps, against the angle it turns
+    per step, |arg Ā|: one panel per initialisation, the region of modes that both keep
+    ``keep`` of their amplitude and turn by at least ``turn`` shaded.
+
+    Args:
+        spectra: title -> complex Ā of the modes (any shape).
+        steps: the steps a mode must survive (L - 40 in chapter 8).
+        turn: the smallest useful angle per step, in radians.
+        keep: the smallest useful amplitude left after ``steps`` steps.
+        floor: amplitudes below it are drawn at it (the axis is logarithmic).
+    """
+    with page_style():
+        fig, axes = page_figure(len(spectra), 1, height=0.6 + 2.2 * len(spectra), sharex=True,
+                                sharey=True, squeeze=False)
+        for ax, (title, A_bar) in zip(axes[:, 0], spectra.items()):
+            A_bar = np.asarray(A_bar).ravel()
+            left = np.maximum(np.abs(A_bar) ** steps, floor)
+            angle = np.abs(np.angle(A_bar))
+            useful = (left >= keep) & (angle >= turn)
+            ax.fill_between([turn, np.pi], keep, 3, color="C2", alpha=0.15, lw=0)
+            ax.plot([turn, turn, np.pi], [3, keep, keep], color="C2", lw=1)
+            ax.plot(angle, left, ".", color="C0", ms=3, alpha=0.6)
+            ax.set_yscale("log")
+            ax.set_xscale("log")
+            ax.set_ylim(floor / 3, 3)
+            ax.set_title(f"{title}: {int(useful.sum())} of {A_bar.size} modes useful")
+            ax.set_ylabel(rf"$|\bar A|^{{{steps}}}$")
+        axes[-1, 0].set_xlabel(r"$|\arg \bar A|$ per step (rad)")
+        axes[-1, 0].set_xlim(1e-5, np.pi)
+    return fig
+
+
 # --- Chapter 9: selective state spaces --------------------------------------------------
 __all__ += ["input_weights_figure"]
 
@@ -714,4 +779,33 @@ def input_weights_figure(panels: dict, *, ylabel: str = "weight"):
             ax.set_xlabel("position s")
         axes[0, 0].set_ylabel(ylabel)
         axes[0, -1].legend()
+    return fig
+
+
+__all__ += ["delta_by_token_figure"]
+
+
+def delta_by_token_figure(on_data, on_noise, *, ratio: float = 3.0):
+    """Per channel, the median step Δ a selective layer chose on data tokens and on noise
+    tokens, channels sorted by their ratio, on a log axis.
+
+    Args:
+        on_data, on_noise: (H,) median Δ of each channel on the two kinds of token.
+        ratio: channels whose Δ on data is more than ``ratio`` times that on noise are
+            counted in the title.
+    """
+    on_data, on_noise = np.asarray(on_data, dtype=float), np.asarray(on_noise, dtype=float)
+    order = np.argsort(on_data / on_noise)[::-1]
+    opened = int(np.sum(on_data > ratio * on_noise))
+    with page_style():
+        fig, ax = page_figure(height=3.4)
+        channels = np.arange(on_data.size)
+        ax.vlines(channels, on_noise[order], on_data[order], color="0.7", lw=1)
+        ax.plot(channels, on_data[order], "o", color="C1", ms=5, label="data tokens")
+        ax.plot(channels, on_noise[order], "s", color="C0", ms=4, label="noise tokens")
+        ax.set_yscale("log")
+        ax.set_xlabel("channel (sorted by the ratio)")
+        ax.set_ylabel("median step Δ")
+        ax.set_title(f"{opened} of {on_data.size} channels: Δ on data > {ratio:g} × on noise")
+        ax.legend(loc="upper right")
     return fig
