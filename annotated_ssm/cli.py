@@ -152,8 +152,8 @@ def _parser() -> argparse.ArgumentParser:
                              "end), the best epoch's model to DIR/best, the history to "
                              "DIR/history.json and .csv; checked before training")
     parser.add_argument("--resume", type=pathlib.Path, default=None, metavar="DIR",
-                        help="continue the run saved in DIR with its stored options (give "
-                             "--epochs to extend it)")
+                        help="continue the run saved in DIR with its stored options (a "
+                             "larger number of epochs extends it)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the run in --checkpoint DIR (its last/, best/ and history "
                              "files; nothing else)")
