@@ -273,8 +273,8 @@ def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_st
     return message + f"resuming from update {step} (epoch {epoch} of {config.epochs})", True
 
 
-def _summary_lines(summary: dict[str, Any]) -> list[str]:
-    """A few lines a person reads at the end of a run."""
+def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list[str]:
+    """A few lines a person reads at the end of a run (``folder``: the run folder as given)."""
     lines = [f"finished: {summary['layer']} on {summary['dataset']}, {summary['epochs']} epochs, "
              f"{summary['steps']} updates ({summary['seconds_per_epoch']} s per epoch)"
              + (f"; stopped by the {summary['stopped']}" if "stopped" in summary else "")]
@@ -282,8 +282,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
     if "test_accuracy" in summary:
         test = f"test accuracy {summary['test_accuracy']}, " + test
     lines.append(f"best epoch {summary['best_epoch']}: {test}")
-    if "checkpoint" in summary:
-        folder = pathlib.Path(summary["checkpoint"]).parent
+    if folder is not None:
         lines.append(f"saved in {str(folder)!r}: {BEST}/ (the best epoch's model), {LAST}/ (the "
                      f"training state), {' and '.join(HISTORY_FILES)}")
     return lines
@@ -356,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")
-    print(json.dumps(summary) if args.json else "\n".join(_summary_lines(summary)))
+    print(json.dumps(summary) if args.json else "\n".join(_summary_lines(summary, args.checkpoint)))
     return 0
 
 
