@@ -178,10 +178,11 @@ def test_readme_examples_run_and_print_what_they_claim(tmp_path):
         start = printed.index(OUTPUT_MARKER.format(index))
         block = []  # the output of the block's commands, between their markers
         for line in printed[start:]:
-            if line != OUTPUT_END and not line.startswith("@@README commands "):
-                block.append(line)
-            elif line.startswith("@@README commands ") and line != OUTPUT_MARKER.format(index):
+            if line in (OUTPUT_MARKER.format(index), OUTPUT_END):
+                continue
+            if line.startswith("@@README "):  # the next block's, or a claimed print's
                 break
+            block.append(line)
         check_output(claimed, block)
     for index, claim in enumerate(claims):
         marker = MARKER.format(index)
