@@ -182,7 +182,7 @@ def _layer_options(items: list[str]) -> dict[str, Any]:
 def _given_options(argv: list[str] | None) -> set[str]:
     """The destinations of the options given on the command line (not left at a default)."""
     parser = _parser()
-    for action in parser._actions:
+    for action in parser._actions:  # argparse's own list: an option left out is then absent
         action.default = argparse.SUPPRESS
     return set(vars(parser.parse_args(argv)))
 
@@ -201,6 +201,10 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
         values.update({k: v for k, v in stored.items() if k not in given and k in values})
         if "dataset" not in given:
             args.dataset = state["dataset"]["name"]
+            if args.dataset not in DATASETS:
+                raise ValueError(f"the run in {str(args.resume)!r} was trained on the data set "
+                                 f"{args.dataset!r}, which the command line cannot load; resume "
+                                 "it from Python with fit(..., resume_from=DIR).")
     model_values = {f.name: values[f.name] for f in dataclasses.fields(ModelConfig)}
     train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
     return ModelConfig(**model_values), train

@@ -301,3 +301,33 @@ def test_the_selective_layer_trains_through_the_command_and_loads(tmp_path, caps
     assert model.architecture["layer"] == "s6"
     accuracy = evaluate(model, tiny_digits.x_test, tiny_digits.y_test)["accuracy"]
     assert round(accuracy, 4) == summary["test_accuracy"]
+
+
+def test_fit_replaces_a_run_only_with_overwrite_and_the_cli_resumes_only_its_data_sets(
+        tmp_path, capsys):
+    import numpy as np
+    from annotated_ssm.train import build_model, fit
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 16, 1)).astype(np.float32)
+    y = (x[:, :8, 0].sum(axis=1) > 0).astype(np.int32)
+    data = Dataset("sign", x[:48], y[:48], x[48:], y[48:], "classification", 2)
+    config = TrainConfig(epochs=1, batch_size=8, progress=False)
+
+    def model(seed):
+        return build_model("s4d", data, d_model=8, n_layers=1, state_size=4, seed=seed)
+
+    folder = tmp_path / "run"
+    fit(model(0), data, config, checkpoint=folder)
+    saved = files_of(folder)
+    with pytest.raises(ValueError, match=r"holds a finished run \(5 updates\), and nothing a run "
+                                         r"saved is replaced without asking"):
+        fit(model(1), data, config, checkpoint=folder)
+    assert files_of(folder) == saved
+    fit(model(1), data, config, checkpoint=folder, overwrite=True)
+    assert sorted(p.name for p in folder.iterdir()) == RUN_FOLDER
+    assert files_of(folder) != saved
+    status, _, err = run(["--resume", str(folder)], capsys)
+    assert status == 2 and err == (f"error: the run in {str(folder)!r} was trained on the data set "
+                                   "'sign', which the command line cannot load; resume it from "
+                                   "Python with fit(..., resume_from=DIR).\n")
