@@ -1,17 +1,18 @@
 """The command line: train one model on one data set, with checkpoints and ``--resume``.
 
-    python -m annotated_ssm.cli --layer s4d --dataset mnist1d --epochs 20 --checkpoint runs/s4d
-    python -m annotated_ssm.cli ... --checkpoint runs/s4d --resume   # after Ctrl-C
-    python -m annotated_ssm.cli --help
+    annotated-ssm-train --layer s4d --dataset mnist1d --epochs 20 --checkpoint runs/s4d
+    annotated-ssm-train --resume runs/s4d              # after Ctrl-C: the stored options
+    annotated-ssm-train --resume runs/s4d --epochs 30  # extend a run
+    annotated-ssm-train --help
 
-(also installed as ``annotated-ssm-train``). Its options are the fields of ``ModelConfig`` and ``TrainConfig`` (``annotated_ssm.config``),
+(also ``python -m annotated_ssm.cli``). Its options are the fields of ``ModelConfig`` and ``TrainConfig`` (``annotated_ssm.config``),
 with their help texts and defaults. Everything that can be checked without the data is
 checked before it is loaded, by the configs' own checks: the values, the layer options'
 names against the layer's signature, the options against the data set's task, a lower bound
 of the model's size against the memory, the run folder, and with ``--resume`` that the
 options are the saved run's; what needs the data's size (a batch larger than the training
 split) right after loading. SIGINT (Ctrl-C) and SIGTERM save the training state first (exit
-status 130 and 143).
+status 130 and 143). A folder that holds a run is never replaced unless ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import math
 import os
 import pathlib
+import shlex
 import signal
 import sys
 import typing
@@ -31,9 +33,11 @@ from typing import Any
 import jax
 
 from .config import ModelConfig, TrainConfig
-from .data import DATASET_TASKS, DATASETS, load_dataset
+from .data import DATASET_TASKS, DATASETS, check_dataset_installed, load_dataset
+from .layers import LAYERS
 from .model import count_dense_params
-from .runs import BEST, LAST, TrainingInterrupted, check_resume, check_run_folder
+from .runs import (BEST, HISTORY_FILES, LAST, TrainingInterrupted, check_resume,
+                   check_run_folder, read_run)
 from .train import DivergedError, build_model, count_params, count_steps, fit
 
 __all__ = ["main"]
@@ -68,7 +72,10 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
         if field.name == "layer_options":
             group.add_argument("--layer-option", dest=field.name, action="append", default=[],
                                metavar="KEY=VALUE",
-                               help=f"{help}; repeatable, e.g. --layer-option init=rand")
+                               help="an option of the layer's own (its constructor's keywords), "
+                                    "e.g. --layer-option init=lin for s4d or --layer-option "
+                                    "blocks=4 for s5; repeatable; the value is read as a Python "
+                                    "literal, else as a string (default: none)")
             continue
         flag = "--" + field.name.replace("_", "-")
         if kind is bool:
@@ -82,23 +89,76 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
                            metavar=None if field.metadata.get("choices") else field.name.upper())
 
 
+PROG = "annotated-ssm-train"
+
+DATASET_HELP = {
+    "mnist1d": "MNIST-1D, 4000/1000 sequences of 40 steps, 10 classes (generated locally)",
+    "digits": "scikit-learn's 8x8 digits read pixel by pixel, 64 steps, 10 classes",
+    "digits_ar": "the digits as next-row regression (8 steps of 8 pixels), for generation",
+    "mnist1d_long": "an MNIST-1D digit followed by noise up to 1024 steps: long memory",
+    "smnist": "sequential MNIST, 784 steps (downloads 11 MB once; a GPU run)",
+    "scifar": "sequential CIFAR-10, 1024 steps of RGB (downloads 163 MB once; a GPU run)",
+}
+
+EXAMPLES = f"""\
+data sets (--dataset):
+{chr(10).join(f"  {name:<13} {DATASET_HELP[name]}" for name in DATASETS)}
+  mnist1d, mnist1d_long, digits and digits_ar need the book's extra:
+  pip install "annotated-ssm[book]".
+
+examples:
+  {PROG} --layer s4d --epochs 20 --checkpoint runs/s4d
+  {PROG} --resume runs/s4d                 continue after Ctrl-C (the stored options)
+  {PROG} --resume runs/s4d --epochs 30     train a run on to 30 epochs
+  {PROG} --layer s5 --layer-option blocks=4 --dataset digits --checkpoint runs/s5
+  {PROG} --layer s4d --checkpoint runs/s4d --overwrite   replace that run
+
+A run folder holds last/ (the training state), best/ (the best epoch's model),
+history.json and history.csv (a row per epoch). A folder that holds a run is never
+replaced unless --overwrite. --resume DIR takes the options stored in DIR; an option given
+with it must equal the stored one, except --epochs, which may grow: the warm-up + cosine
+learning-rate schedule is then recomputed for the new number of updates and training goes on
+from the saved update on it (without --epochs a resumed run equals the uninterrupted one,
+bit for bit).
+"""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                     argparse.RawDescriptionHelpFormatter):
+    """Defaults after each option's help; the description and examples as written."""
+
+    def _get_help_string(self, action):
+        if action.dest == "layer_options":  # its help says its default in words
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
+    layers = ", ".join(name.upper() for name in LAYERS)
     parser = _Parser(
-        prog="python -m annotated_ssm.cli",
-        description="Train a deep SSM (S4, DSS, S4D, S5 or S6 blocks) on a sequence dataset. The "
-                    "options in the groups ModelConfig and TrainConfig are the fields of those "
-                    "dataclasses, with their defaults.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=PROG,
+        description=f"Train a deep state-space model (blocks of one layer: {layers})\n"
+                    "on a sequence data set; save it, resume it, extend it. The options in the\n"
+                    "groups ModelConfig and TrainConfig are the fields of those dataclasses\n"
+                    "(annotated_ssm.config), with their defaults.",
+        epilog=EXAMPLES,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
-                        help="dataset (smnist and scifar are downloaded once; the others are "
-                             "generated locally)")
+                        help="the data set (explained below)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
                         help="a run folder: the training state is saved to DIR/last (after the "
                              "first update, periodically, on SIGINT/Ctrl-C or SIGTERM, and at the "
-                             "end) and the best epoch's model to DIR/best; checked before training")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run saved in --checkpoint DIR, with the same options")
+                             "end), the best epoch's model to DIR/best, the history to "
+                             "DIR/history.json and .csv; checked before training")
+    parser.add_argument("--resume", type=pathlib.Path, default=None, metavar="DIR",
+                        help="continue the run saved in DIR with its stored options (a "
+                             "larger number of epochs extends it)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the run in --checkpoint DIR (its last/, best/ and history "
+                             "files; nothing else)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as one JSON line instead of a summary")
     _add_fields(parser, ModelConfig)
     _add_fields(parser, TrainConfig)
     return parser
@@ -119,11 +179,33 @@ def _layer_options(items: list[str]) -> dict[str, Any]:
     return options
 
 
-def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
-    """The two configurations from the parsed arguments (checked by the dataclasses)."""
-    values = vars(args)
+def _given_options(argv: list[str] | None) -> set[str]:
+    """The destinations of the options given on the command line (not left at a default)."""
+    parser = _parser()
+    for action in parser._actions:  # argparse's own list: an option left out is then absent
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+def _configs(args: argparse.Namespace, argv: list[str] | None
+             ) -> tuple[ModelConfig, TrainConfig]:
+    """The two configurations from the parsed arguments (checked by the dataclasses); with
+    ``--resume DIR``, the options stored in DIR where none is given (and ``args.dataset``
+    set to the stored data set unless given)."""
+    values = dict(vars(args))
+    values["layer_options"] = _layer_options(values["layer_options"])
+    if args.resume is not None:
+        given = _given_options(argv)
+        info, state = read_run(args.resume)
+        stored = {**info["architecture"], **(info.get("train_config") or {})}
+        values.update({k: v for k, v in stored.items() if k not in given and k in values})
+        if "dataset" not in given:
+            args.dataset = state["dataset"]["name"]
+            if args.dataset not in DATASETS:
+                raise ValueError(f"the run in {str(args.resume)!r} was trained on the data set "
+                                 f"{args.dataset!r}, which the command line cannot load; resume "
+                                 "it from Python with fit(..., resume_from=DIR).")
     model_values = {f.name: values[f.name] for f in dataclasses.fields(ModelConfig)}
-    model_values["layer_options"] = _layer_options(values["layer_options"])
     train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
     return ModelConfig(**model_values), train
 
@@ -151,20 +233,63 @@ def _check_model_size(config: ModelConfig, d_input: int, d_output: int) -> None:
                          f"{memory / 2**30:,.1f} GiB.")
 
 
-def _check_before_loading(model_config: ModelConfig, config: TrainConfig, dataset: str,
-                          checkpoint: pathlib.Path | None, resume: bool) -> None:
-    """What the configs' checks cannot know without the command's other options: the model
-    against the data set's task, its size against the memory, the run folder (every name a
-    save creates), and with ``resume`` that the saved run used the same options."""
-    model_config.check_task(DATASET_TASKS[dataset])
-    n_outputs = 1 if DATASET_TASKS[dataset] == "regression" else 2  # at least
+def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
+                          args: argparse.Namespace) -> None:
+    """What the configs' checks cannot know without the command's other options: the data
+    set's module installed, the model against the data set's task, its size against the
+    memory, the run folder (every name a save creates), and with ``--resume`` that the saved
+    run used the same options. Sets ``args.checkpoint`` to the ``--resume`` folder."""
+    if args.resume is not None:
+        if args.checkpoint is not None and args.checkpoint.absolute() != args.resume.absolute():
+            raise ValueError("--resume DIR continues the run in DIR and saves it there; leave "
+                             f"out --checkpoint (given {str(args.checkpoint)!r}).")
+        if args.overwrite:
+            raise ValueError("--resume continues a run, --overwrite replaces it: give one.")
+        args.checkpoint = args.resume
+    check_dataset_installed(args.dataset)
+    model_config.check_task(DATASET_TASKS[args.dataset])
+    n_outputs = 1 if DATASET_TASKS[args.dataset] == "regression" else 2  # at least
     _check_model_size(model_config, 1, n_outputs)
-    if resume and checkpoint is None:
-        raise ValueError("--resume needs --checkpoint DIR, the run folder to continue.")
-    if checkpoint is not None:
-        path = check_run_folder(checkpoint, resume=resume)
-        if resume:
-            check_resume(path, config, model_config.to_dict(), dataset)
+    if args.overwrite and args.checkpoint is None:
+        raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
+    if args.checkpoint is not None:
+        path = check_run_folder(args.checkpoint, resume=args.resume is not None,
+                                overwrite=args.overwrite)
+        if args.resume is not None:
+            check_resume(path, config, model_config.to_dict(), args.dataset)
+
+
+def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_steps: int
+                    ) -> tuple[str, bool]:
+    """What resuming the run in ``folder`` does, and whether anything is left to train."""
+    info, state = read_run(folder)
+    step, stored_epochs = state["step"], info["train_config"]["epochs"]
+    if state["finished"] and step >= total_steps:
+        return (f"the run in {str(folder)!r} is finished ({step} updates, {stored_epochs} "
+                f"epochs); nothing to train. Give --epochs larger than {stored_epochs} to extend "
+                "it.", False)
+    per_epoch = count_steps(dataclasses.replace(config, epochs=1, max_steps=None), dataset)
+    message = ""
+    if config.epochs > stored_epochs:
+        message = (f"extending the run from {stored_epochs} to {config.epochs} epochs: the "
+                   f"learning-rate schedule is recomputed for {total_steps} updates.\n")
+    epoch = min(step // per_epoch + 1, config.epochs)  # the epoch under way, or the next
+    return message + f"resuming from update {step} (epoch {epoch} of {config.epochs})", True
+
+
+def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list[str]:
+    """A few lines a person reads at the end of a run (``folder``: the run folder as given)."""
+    lines = [f"finished: {summary['layer']} on {summary['dataset']}, {summary['epochs']} epochs, "
+             f"{summary['steps']} updates ({summary['seconds_per_epoch']} s per epoch)"
+             + (f"; stopped by the {summary['stopped']}" if "stopped" in summary else "")]
+    test = f"test loss {summary['test_loss']}"
+    if "test_accuracy" in summary:
+        test = f"test accuracy {summary['test_accuracy']}, " + test
+    lines.append(f"best epoch {summary['best_epoch']}: {test}")
+    if folder is not None:
+        lines.append(f"saved in {str(folder)!r}: {BEST}/ (the best epoch's model), {LAST}/ (the "
+                     f"training state), {' and '.join(HISTORY_FILES)}")
+    return lines
 
 
 _JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
@@ -184,9 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        model_config, config = _configs(args)
-        _check_before_loading(model_config, config, args.dataset, args.checkpoint, args.resume)
-    except (ValueError, TypeError, OSError) as error:
+        model_config, config = _configs(args, argv)
+        _check_before_loading(model_config, config, args)
+    except (ValueError, TypeError, OSError, ImportError) as error:
         parser.exit(2, f"error: {error}\n")
     try:
         dataset = load_dataset(args.dataset)
@@ -201,8 +326,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
               f"{len(jax.local_devices())} device(s), {total_steps} "
               "optimiser updates", flush=True)
+        if args.resume is not None:
+            message, train_on = _resume_message(args.resume, config, dataset, total_steps)
+            print(message, flush=True)
+            if not train_on:
+                return 0
         history = fit(model, dataset, config, checkpoint=args.checkpoint,
-                      resume_from=args.checkpoint if args.resume else None)
+                      resume_from=args.resume, overwrite=args.overwrite)
         summary = {"layer": model_config.layer, "dataset": args.dataset,
                    "epochs": len(history.epoch),
                    "steps": history.steps[-1], "best_epoch": history.best_epoch,
@@ -221,14 +351,15 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingInterrupted as stopped:
         parser.exit(128 + stopped.signal, f"interrupted by {signal.Signals(stopped.signal).name} "
                     f"at update {stopped.step}; the training state is saved in "
-                    f"{str(stopped.path / LAST)!r}: continue with the same command and --resume.\n")
+                    f"{str(stopped.path / LAST)!r}. Continue with: {PROG} --resume "
+                    f"{shlex.quote(str(stopped.path))}\n")
     except KeyboardInterrupt:
         parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the "
                          "training state).\n")
     except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")
-    print(json.dumps(summary))
+    print(json.dumps(summary) if args.json else "\n".join(_summary_lines(summary, args.checkpoint)))
     return 0
 
 

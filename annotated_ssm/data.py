@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import importlib
+import importlib.util
 import inspect
 import os
 import pathlib
@@ -45,6 +46,8 @@ __all__ = [
     "Dataset",
     "DATASETS",
     "DATASET_TASKS",
+    "DATASET_NEEDS",
+    "check_dataset_installed",
     "load_dataset",
     "batches",
     "validation_split",
@@ -485,6 +488,27 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
     "smnist": load_sequential_mnist,
     "scifar": load_sequential_cifar,
 }
+
+
+DATASET_NEEDS: dict[str, str] = {"mnist1d": "mnist1d", "mnist1d_long": "mnist1d",
+                                 "digits": "sklearn", "digits_ar": "sklearn"}
+"""The module of the ``book`` extra each data set is generated with (the others need none)."""
+
+
+def check_dataset_installed(name: str) -> None:
+    """ImportError naming the extra to install if data set ``name`` needs a module of the
+    ``book`` extra that is not installed (checked without importing it)."""
+    module = DATASET_NEEDS.get(name)
+    if module is None:
+        return
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise ImportError(f"data set {name!r} needs {module!r}, which is part of the book's "
+                          'extra: pip install "annotated-ssm[book]" (or choose --dataset smnist '
+                          "or scifar, which only need the core install).")
 
 
 DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else "classification"

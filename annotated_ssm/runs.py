@@ -7,6 +7,9 @@ numbered versions, the newest complete one counting), never mixed::
                   update count, this epoch's losses, the history, the best score and a
                   fingerprint of the data set
     RUN/best/N/   the best epoch's model on validation
+    RUN/history.json, RUN/history.csv
+                  the per-epoch history (JSON adds the test result at the end), rewritten
+                  at each epoch's end (written to a temporary file, then renamed)
 
 ``last`` is saved after the first update (so a run stopped at any later time has something
 to resume), at every multiple of ``save_every_steps`` updates and when ``save_every_minutes``
@@ -17,12 +20,23 @@ last save. ``best`` is saved after each new best epoch. A save that is stopped l
 previous version; a crash between the two checkpoints' saves leaves a ``best`` newer than
 ``last``, which the resumed run recomputes. :func:`check_resume` is the one check that a
 run may be resumed with given settings (``fit`` and the command line both call it).
+
+Nothing a run saved is replaced silently: a new run into a folder that holds one is refused
+unless it is asked to overwrite (then only the names above are removed) or to resume. A
+resumed run may be given more epochs than it was started with: the warm-up + cosine
+learning-rate schedule is then recomputed for the new total of updates and training goes on
+from the saved update on that new schedule (the learning rate there is the new schedule's, so
+it steps up from where the old schedule had brought it); with the same epochs a resumed run is
+bit for bit the uninterrupted one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
+import io
+import json
 import math
 import os
 import pathlib
@@ -44,9 +58,14 @@ from .config import TrainConfig
 from .data import Dataset
 
 __all__ = ["History", "TrainingInterrupted", "Run", "open_run", "check_run_folder",
-           "check_resume", "fingerprint", "BEST", "LAST", "SAVING_SIGNALS"]
+           "check_resume", "read_run", "fingerprint", "BEST", "LAST", "HISTORY_FILES",
+           "SAVING_SIGNALS"]
 
 SAVING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+HISTORY_FILES = ("history.json", "history.csv")
+# Every name a run creates in its folder (with the temporary files of an atomic write): the
+# only names a run folder may hold, and the only ones --overwrite removes.
+RUN_NAMES = (LAST, BEST, *HISTORY_FILES, *(f"{name}.tmp" for name in HISTORY_FILES))
 
 
 @dataclasses.dataclass
@@ -80,6 +99,16 @@ class History:
         times = self.epoch_time[1:] or self.epoch_time
         return float(np.median(times)) if times else float("nan")
 
+    def to_csv(self) -> str:
+        """The per-epoch lists as CSV, one row per epoch (NaN as an empty field)."""
+        columns = ("epoch", "steps", "train_loss", "val_loss", "val_accuracy", "epoch_time")
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        for row in zip(*(getattr(self, c) for c in columns)):
+            writer.writerow("" if isinstance(v, float) and math.isnan(v) else v for v in row)
+        return text.getvalue()
+
     def to_json(self) -> dict:
         """The history as JSON stores it: NaN (no validation, regression) as None."""
         def plain(v):
@@ -98,7 +127,7 @@ class History:
 class TrainingInterrupted(KeyboardInterrupt):
     """SIGINT (Ctrl-C) or SIGTERM stopped ``fit`` after it saved the training state: ``step``
     is the last optimiser update done, ``signal`` the signal's number, ``path`` the run folder
-    to give ``fit(..., resume_from=path)``."""
+    to give ``fit(..., resume_from=path)`` (or ``annotated-ssm-train --resume path``)."""
 
     def __init__(self, step: int, path: pathlib.Path, signum: int = signal.SIGINT):
         super().__init__(f"interrupted by {signal.Signals(signum).name} at update {step}; the "
@@ -108,26 +137,47 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def _not_a_runs(path: pathlib.Path) -> list[str]:
-    return [p.name for p in path.iterdir() if p.name not in (LAST, BEST)]
+    return [p.name for p in path.iterdir() if p.name not in RUN_NAMES]
 
 
-def check_run_folder(path: str | os.PathLike, *, resume: bool = False) -> pathlib.Path:
+def _describe_run(path: pathlib.Path) -> str:
+    """"a finished run (120 updates)", "an unfinished run (update 7 of 120)" or "files of a run"."""
+    if not (path / LAST).exists():
+        return f"files of a run ({sorted(p.name for p in path.iterdir())})"
+    state = read_checkpoint_info(path / LAST).get("training_state") or {}
+    if state.get("finished", True):
+        return f"a finished run ({state.get('step')} updates)"
+    return f"an unfinished run (update {state.get('step')} of {state.get('total_steps')})"
+
+
+def check_run_folder(path: str | os.PathLike, *, resume: bool = False,
+                     overwrite: bool = False) -> pathlib.Path:
     """``path`` (absolute) if ``fit`` may keep a run there; else ValueError or OSError.
 
-    Allowed: a new path, an empty folder, or a run folder (``last/`` and ``best/`` and nothing
-    else, each a checkpoint ``check_checkpoint_path`` accepts). Without ``resume`` an
-    unfinished run is refused (a new run would overwrite it).
+    Allowed: a new path, an empty folder, or a run folder (only the names a run creates:
+    ``last/`` and ``best/``, each a checkpoint ``check_checkpoint_path`` accepts, and the
+    history files). A folder that holds a run, finished or not, is refused unless ``resume``
+    (it is continued) or ``overwrite`` (a new run replaces it) is given.
     """
     path = check_folder(path, _not_a_runs, "run folder")
     for name in (LAST, BEST):
         check_checkpoint_path(path / name)
-    if not resume and (path / LAST).exists():
-        state = read_checkpoint_info(path / LAST).get("training_state") or {}
-        if not state.get("finished", True):
-            raise ValueError(f"{str(path)!r} holds an unfinished run (update {state.get('step')} "
-                             f"of {state.get('total_steps')}); resume it (fit(..., resume_from=...) "
-                             "or --resume), or choose another folder.")
+    if not (resume or overwrite) and path.is_dir() and any(path.iterdir()):
+        raise ValueError(f"{str(path)!r} holds {_describe_run(path)}, and nothing a run saved is "
+                         "replaced without asking: continue it (--resume DIR, or fit(..., "
+                         "resume_from=DIR)), replace it (--overwrite, or fit(..., overwrite=True)) "
+                         "or choose another folder.")
     return path
+
+
+def remove_run(path: pathlib.Path) -> None:
+    """Remove what a run created in ``path`` (``RUN_NAMES``; ``check_run_folder`` has made sure
+    that the folder holds nothing else)."""
+    for name in RUN_NAMES:
+        if (path / name).is_dir():
+            shutil.rmtree(path / name)
+        elif (path / name).exists():
+            (path / name).unlink()
 
 
 def fingerprint(dataset: Dataset) -> dict[str, Any]:
@@ -146,6 +196,28 @@ def check_resume(folder: str | os.PathLike, config: TrainConfig, architecture: d
     ``architecture``, or a ``ModelConfig.to_dict()`` before the data is known) and
     ``dataset`` (a data set, or only its name); else ValueError naming every difference."""
     folder = pathlib.Path(folder).absolute()
+    info, state = read_run(folder)
+    stored = {**info["architecture"], **(info.get("train_config") or {})}
+    given = {**as_json(architecture), **dataclasses.asdict(config)}
+    differ = [f"{k}: stored {stored.get(k)!r}, given {v!r}" for k, v in given.items()
+              if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != v
+              and not (k == "epochs" and isinstance(stored.get(k), int) and v > stored[k])]
+    ours = fingerprint(dataset) if isinstance(dataset, Dataset) else {"name": dataset}
+    differ += [f"data set {k}: stored {state['dataset'].get(k)!r}, given {v!r}"
+               for k, v in ours.items() if state["dataset"].get(k) != v]
+    if differ:
+        raise ValueError(f"the run in {str(folder)!r} was started with other settings "
+                         f"({'; '.join(differ)}); resume it with the same ones (only "
+                         f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change, and epochs "
+                         "may grow).")
+    return info, state
+
+
+def read_run(folder: str | os.PathLike) -> tuple[dict, dict]:
+    """(metadata, training state) of the run saved in ``folder/last``; ValueError if there is
+    none. The metadata holds the run's ``architecture`` and ``train_config``; the training
+    state its ``step``, ``total_steps``, ``finished``, ``history`` and ``dataset``."""
+    folder = pathlib.Path(folder).absolute()
     if not (folder / LAST).is_dir():
         raise ValueError(f"there is no run to resume in {str(folder)!r} (it holds no {LAST!r} "
                          "checkpoint); start the run without resume_from / --resume.")
@@ -154,17 +226,6 @@ def check_resume(folder: str | os.PathLike, config: TrainConfig, architecture: d
     if not isinstance(state, dict) or "history" not in state:
         raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
                          "fit); resume from a run folder that fit or the command line saved to.")
-    stored = {**info["architecture"], **(info.get("train_config") or {})}
-    given = {**as_json(architecture), **dataclasses.asdict(config)}
-    differ = [f"{k}: stored {stored.get(k)!r}, given {v!r}" for k, v in given.items()
-              if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != v]
-    ours = fingerprint(dataset) if isinstance(dataset, Dataset) else {"name": dataset}
-    differ += [f"data set {k}: stored {state['dataset'].get(k)!r}, given {v!r}"
-               for k, v in ours.items() if state["dataset"].get(k) != v]
-    if differ:
-        raise ValueError(f"the run in {str(folder)!r} was started with other settings "
-                         f"({'; '.join(differ)}); resume it with the same ones (only "
-                         f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change).")
     return info, state
 
 
@@ -226,7 +287,9 @@ class Run:
         folder = pathlib.Path(folder).absolute()
         _, state = check_resume(folder, self.config, model.architecture, dataset)
         restore_checkpoint(folder / LAST, model, optimizer)
-        self.finished, self.update = bool(state["finished"]), state["step"]
+        self.update = state["step"]
+        # a finished run given more epochs (check_resume allows it) trains on
+        self.finished = bool(state["finished"]) and self.update >= self.total_steps
         self.history = History.from_json(state["history"])
         self.epoch_losses = list(np.asarray(state["epoch_losses"], np.float32))
         if state["best"] is not None:
@@ -239,6 +302,18 @@ class Run:
             # else: best/ was saved by a later epoch just before a crash; that epoch is trained
             # again and, being better, saved again, with the same weights.
         self.saved_update = self.update if self.path == folder else None
+
+    def write_history(self) -> None:
+        """``history.json`` and ``history.csv`` in the run folder, each written to a temporary
+        file and renamed over the old one (a reader never sees half a file)."""
+        if self.path is None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name, text in ((HISTORY_FILES[0], json.dumps(self.history.to_json(), indent=1)),
+                           (HISTORY_FILES[1], self.history.to_csv())):
+            temporary = self.path / f"{name}.tmp"
+            temporary.write_text(text)
+            os.replace(temporary, self.path / name)
 
     @contextlib.contextmanager
     def saving_on_signals(self):
@@ -264,11 +339,13 @@ class Run:
 
 
 def open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_steps: int,
-             checkpoint: str | os.PathLike | None, resume_from: str | os.PathLike | None) -> Run:
+             checkpoint: str | os.PathLike | None, resume_from: str | os.PathLike | None,
+             overwrite: bool = False) -> Run:
     """The run ``fit`` starts or resumes: with ``checkpoint``, in that folder (checked, with
-    everything a save needs, before training); with ``resume_from``, restored from there."""
-    path = None if checkpoint is None else check_run_folder(checkpoint,
-                                                            resume=resume_from is not None)
+    everything a save needs, before training; a run there is replaced only with
+    ``overwrite``); with ``resume_from``, restored from there."""
+    path = None if checkpoint is None else check_run_folder(
+        checkpoint, resume=resume_from is not None, overwrite=overwrite)
     if path is not None:
         checkpoint_metadata(model, config)  # a value JSON cannot store fails now, not later
         for name in (LAST, BEST):  # what kill -9 left in a save: never a checkpoint
@@ -278,8 +355,8 @@ def open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_step
         run.resume(resume_from, model, optimizer, dataset)
     else:
         run.update = int(optimizer.step[...])
-        if path is not None and (path / BEST).exists():
-            shutil.rmtree(path / BEST)  # an earlier, finished run's best model (checked above)
+        if path is not None and path.is_dir():
+            remove_run(path)  # a run that overwrite=True replaces (checked above)
     if run.update >= total_steps and not run.finished:
         raise ValueError(f"the optimizer is already at update {run.update}, the end of this "
                          f"config's budget ({total_steps} updates); raise epochs or max_steps to "

@@ -302,6 +302,46 @@ def check_fit_arguments(model: SequenceModel, dataset: Dataset, config: TrainCon
     return config, mesh, count_steps(config, dataset)
 
 
+class _Progress:
+    """What ``fit`` shows with ``config.progress``: a bar per epoch, started after the run's
+    first update (and its save) has finished, so that its rate and ETA leave out the
+    compilation, and at
+    each epoch's end a line that stays (loss, validation, time)."""
+
+    def __init__(self, enabled: bool, name: str, epochs: int, steps_per_epoch: int):
+        self.enabled, self.name, self.epochs = enabled, name, epochs
+        self.steps_per_epoch, self.compiled, self.bar = steps_per_epoch, False, None
+
+    def update(self, epoch: int, done: int, loss) -> None:
+        """``done`` updates of epoch ``epoch`` (from 0) are finished; ``loss`` the last one's."""
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if not self.compiled:
+                jax.block_until_ready(loss)  # the first update compiles: start timing after it
+                self.compiled = True
+            self.bar = tqdm(total=self.steps_per_epoch, initial=done, leave=False, unit="update",
+                            desc=f"{self.name} epoch {epoch + 1}/{self.epochs}")
+        else:
+            self.bar.update()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def end_epoch(self, history: History, new_best: bool) -> None:
+        self.close()
+        if not self.enabled:
+            return
+        line = (f"epoch {history.epoch[-1]}/{self.epochs}: loss {history.train_loss[-1]:.4f}, "
+                f"validation loss {history.val_loss[-1]:.4f}")
+        if not np.isnan(history.val_accuracy[-1]):
+            line += f", accuracy {history.val_accuracy[-1]:.4f}"
+        line += f" ({history.epoch_time[-1]:.1f} s)" + (" best" if new_best else "")
+        tqdm.write(line)
+
+
 def _check_losses(run: Run, epoch: int, bar) -> np.ndarray:
     """This epoch's losses as an array; DivergedError naming the first NaN or infinite one."""
     losses = np.asarray(jax.device_get(run.epoch_losses), np.float32)
@@ -336,11 +376,11 @@ def _train_epoch(run: Run, update, model, optimizer, epoch: int, x, y, config: T
             continue
         run.epoch_losses.append(update(*shard_batch(mesh, xb, yb), task=task))
         run.update += 1
-        bar.update()
         if run.update >= run.total_steps:
             return
         if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
             _save_if_due(run, model, optimizer, epoch, bar)
+        bar.update(epoch, i + 1, run.epoch_losses[-1])  # after the run's first save, if due
 
 
 def _end_epoch(run: Run, model, epoch: int, x_val, y_val, config: TrainConfig, mesh: Mesh,
@@ -353,21 +393,23 @@ def _end_epoch(run: Run, model, epoch: int, x_val, y_val, config: TrainConfig, m
     history.epoch.append(epoch + 1)
     history.steps.append(run.update)
     history.train_loss.append(float(np.mean(losses)))
-    metrics = {"loss": float("nan")}
+    metrics, new_best = {"loss": float("nan")}, False
     if len(x_val):
         metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
         if config.keep_best and _score(metrics) > run.best_score:
             run.new_best(model, _score(metrics), epoch + 1)
+            new_best = True
     history.val_loss.append(metrics["loss"])
     history.val_accuracy.append(metrics.get("accuracy", float("nan")))
-    bar.set_postfix({"loss": f"{history.train_loss[-1]:.3f}", "val": f"{metrics['loss']:.3f}",
-                     **({"val_acc": f"{metrics['accuracy']:.3f}"} if "accuracy" in metrics else {})})
+    run.write_history()
+    bar.end_epoch(history, new_best)
 
 
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
         optimizer: nnx.Optimizer | None = None, mesh: Mesh | None = None,
         checkpoint: str | os.PathLike | None = None,
-        resume_from: str | os.PathLike | None = None, test: bool = True) -> History:
+        resume_from: str | os.PathLike | None = None, overwrite: bool = False,
+        test: bool = True) -> History:
     """Train ``model`` on ``dataset``; select on a validation split; test once at the end.
 
     1. ``config.validation_fraction`` of the training set is held out (a permutation seeded
@@ -381,10 +423,17 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
 
     ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`, which says when it is saved):
     the training state in ``checkpoint/last``, each new best epoch in ``checkpoint/best``; on
-    SIGINT (Ctrl-C) or SIGTERM, ``fit`` saves and raises :class:`TrainingInterrupted`.
+    SIGINT (Ctrl-C) or SIGTERM, ``fit`` saves and raises :class:`TrainingInterrupted`; the
+    history as ``history.json`` and ``history.csv`` at each epoch's end. A folder that holds
+    a run is refused unless ``overwrite=True`` (the run's own files are replaced, nothing
+    else) or it is resumed.
     ``resume_from``: a run folder ``fit`` saved to; training continues where it stopped, bit
     for bit as an uninterrupted run (same device; dropout included), given the same config
     (but ``TrainConfig.RESUME_IRRELEVANT``), model and data; a finished run is only evaluated.
+    ``config.epochs`` may be larger than the run's: the schedule is then recomputed for the
+    new total (see :mod:`annotated_ssm.runs`) and the run trains on.
+    With ``config.progress``, a bar per epoch (its ETA leaves out compilation) and a line per
+    epoch that stays.
     A given ``optimizer`` is used as it is, schedule included, from its update count.
 
     Raises :class:`DivergedError` (naming the update) when the loss becomes NaN or infinite;
@@ -395,7 +444,9 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
                                                       config.validation_fraction, seed=config.seed)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
-    run = open_run(model, optimizer, dataset, config, total_steps, checkpoint, resume_from)
+    check_bool("overwrite", overwrite)
+    run = open_run(model, optimizer, dataset, config, total_steps, checkpoint, resume_from,
+                   overwrite)
     replicate(model, mesh)
     replicate(optimizer, mesh)
     # The update with model and optimizer bound once: nnx.jit would otherwise walk both object
@@ -405,8 +456,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     model.train()
     update = nnx.cached_partial(train_step, model, optimizer)
     steps_per_epoch = len(x_train) // config.batch_size
-    bar = tqdm(total=total_steps, initial=run.update, disable=not config.progress,
-               desc=f"{model.layer_name}", unit="update")
+    bar = _Progress(config.progress, model.layer_name, config.epochs, steps_per_epoch)
     with run.saving_on_signals():
         for epoch in range(run.update // steps_per_epoch, 0 if run.finished else config.epochs):
             epoch_start = time.perf_counter()
@@ -434,6 +484,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                            batch_size=config.eval_batch_size, mesh=mesh)
         history.test_loss, history.test_accuracy = metrics["loss"], metrics.get("accuracy",
                                                                                   float("nan"))
+    run.write_history()
     model.eval()
     return history
 

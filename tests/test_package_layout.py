@@ -183,8 +183,10 @@ def test_the_book_wing_exists_and_imports_the_library():
 
 # A core install has neither the book's libraries nor the book wing's dependencies: block
 # them, import every library module, and train a small model for a few steps.
-CORE_INSTALL = textwrap.dedent("""
-    import importlib, sys
+# BLOCK_IMPORTS (a str.format template: blocked=) makes the modules named in BLOCKED, and
+# their submodules, fail to import, as if they were not installed.
+BLOCK_IMPORTS = textwrap.dedent("""
+    import sys
 
     BLOCKED = {blocked!r}
 
@@ -195,6 +197,10 @@ CORE_INSTALL = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, NotInstalled())
+""")
+CORE_INSTALL = BLOCK_IMPORTS + textwrap.dedent("""
+    import importlib
+
     for name in {modules!r}:
         importlib.import_module(name)
 
