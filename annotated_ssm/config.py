@@ -211,7 +211,8 @@ class TrainConfig:
     keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best "
                                    "validation score")
     eval_batch_size: int = _field(500, "batch size of evaluation")
-    progress: bool = _field(True, "show a progress bar per epoch and keep a line per epoch (loss, validation, time)")
+    progress: bool = _field(True, "show a progress bar per epoch and keep a line per epoch "
+                                  "(loss, validation, time)")
     save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state "
                                                 "after every this many optimiser updates (also "
                                                 "after the first, on SIGINT/SIGTERM and at the "
