@@ -14,7 +14,7 @@ import pytest
 from flax import nnx
 from reference import relative_error
 
-from annotated_ssm.initialization import diagonal_init, log_step
+from annotated_ssm.initialization import diagonal_init, log_step_size
 from annotated_ssm.layers import LAYERS, get_layer
 from annotated_ssm.model import CausalSequenceModel
 
@@ -52,12 +52,12 @@ def test_step_bounds_are_checked_in_float32(name, option, value, became):
 
 def test_step_bounds_of_log_step_itself():
     with pytest.raises(ValueError, match=r"step_min .* got 1e-50 \(0 in float32\)"):
-        log_step(jax.random.key(0), (3,), 1e-50, 1e-1)
+        log_step_size(jax.random.key(0), (3,), 1e-50, 1e-1)
     with pytest.raises(ValueError, match=r"step_max .* got 1e\+39 \(inf in float32\)"):
-        log_step(jax.random.key(0), (3,), 1e-3, 1e39)
+        log_step_size(jax.random.key(0), (3,), 1e-3, 1e39)
     # The extremes that are allowed give finite log Δ.
     tiny, huge = float(np.finfo(np.float32).tiny), 1e38
-    assert np.all(np.isfinite(np.asarray(log_step(jax.random.key(0), (8,), tiny, huge))))
+    assert np.all(np.isfinite(np.asarray(log_step_size(jax.random.key(0), (8,), tiny, huge))))
 
 
 # --- inputs: finite after the cast to the dtype they are computed in ------------------------
