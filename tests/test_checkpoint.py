@@ -281,6 +281,6 @@ def test_readme_save_restore_and_resume_snippets_run(tmp_path, monkeypatch, caps
     assert printed[0] == "True"  # the restored model's test accuracy equals the trained one's
     assert " ± " in printed[1] and "seeds 0:" in printed[1]
     assert namespace["history"].epoch == [1, 2, 3, 4]  # the whole run's history
-    assert listing(tmp_path / "runs") == ["s4d", "s4d-run"] and listing(tmp_path / "runs" / "s4d-run") == [
-        "best", "last"]
+    assert listing(tmp_path / "models") == ["s4d"] and listing(tmp_path / "runs") == ["s4d-run"]
+    assert listing(tmp_path / "runs" / "s4d-run") == ["best", "history.csv", "history.json", "last"]
     assert isinstance(namespace["data"], Dataset)
