@@ -35,7 +35,7 @@ import jax
 from .config import ModelConfig, TrainConfig
 from .data import DATASET_TASKS, DATASETS, check_dataset_installed, load_dataset
 from .layers import LAYERS
-from .model import count_dense_params
+from .model import check_model_fits
 from .runs import (BEST, HISTORY_FILES, LAST, TrainingInterrupted, check_resume,
                    check_run_folder, read_run)
 from .train import DivergedError, build_model, count_params, count_steps, fit
@@ -210,29 +210,6 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
     return ModelConfig(**model_values), train
 
 
-def _device_memory() -> int | None:
-    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
-    try:
-        stats = jax.local_devices()[0].memory_stats() or {}
-        return int(stats.get("bytes_limit") or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_model_size(config: ModelConfig, d_input: int, d_output: int) -> None:
-    """ValueError if training ``config``'s model cannot fit the device's memory, by a lower
-    bound of its parameters: the dense layers (``count_dense_params``) and, per block, the SSM
-    layer's own (each layer holds at least an H × N output matrix C)."""
-    n_params = (count_dense_params(config, d_input, d_output)
-                + config.n_layers * config.d_model * config.state_size)
-    needed, memory = 4 * 4 * n_params, _device_memory()  # float32 weights, gradients, 2 moments
-    if memory is not None and needed > memory:
-        raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
-                         f"{config.state_size} make a model of more than {n_params:,} parameters: "
-                         f"training needs at least {needed / 2**30:,.1f} GiB, and this device has "
-                         f"{memory / 2**30:,.1f} GiB.")
-
-
 def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
                           args: argparse.Namespace) -> None:
     """What the configs' checks cannot know without the command's other options: the data
@@ -249,7 +226,7 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
     check_dataset_installed(args.dataset)
     model_config.check_task(DATASET_TASKS[args.dataset])
     n_outputs = 1 if DATASET_TASKS[args.dataset] == "regression" else 2  # at least
-    _check_model_size(model_config, 1, n_outputs)
+    check_model_fits(model_config, 1, n_outputs, copies=4)  # weights, gradients, 2 moments
     if args.overwrite and args.checkpoint is None:
         raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
     if args.checkpoint is not None:

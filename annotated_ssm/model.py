@@ -26,6 +26,7 @@ n_classes or d_output), which a checkpoint stores and ``model_from_architecture`
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -38,7 +39,7 @@ from .config import NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
 __all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS",
-           "model_from_architecture", "count_dense_params"]
+           "model_from_architecture", "count_dense_params", "check_model_fits"]
 
 _DEFAULT = ModelConfig()  # the one place the architecture's defaults are written
 
@@ -273,6 +274,7 @@ def model_from_architecture(architecture: dict[str, Any], *, rngs: nnx.Rngs) -> 
         raise ValueError(f"cannot build a {name} from architecture {architecture!r}: it has no "
                          f"{missing[0]!r}.")
     config = ModelConfig.from_dict({k: v for k, v in architecture.items() if k not in DATA_KEYS})
+    check_model_fits(config, architecture["d_input"], architecture[needed[-1]])
     return cls(config, *(architecture[key] for key in needed), rngs=rngs)
 
 
@@ -285,3 +287,30 @@ def count_dense_params(config: ModelConfig, d_input: int, d_output: int) -> int:
     mix = h * (2 * h if config.glu else h) + (2 * h if config.glu else h)
     block = 2 * h + mix  # the pre-norm's scale and bias, then the mixing
     return d_input * h + h + config.n_layers * block + 2 * h + h * d_output + d_output
+
+
+def _device_memory() -> int | None:
+    """The memory of the first device (its limit for a GPU, the machine's RAM for a CPU)."""
+    try:
+        stats = jax.local_devices()[0].memory_stats() or {}
+        return int(stats.get("bytes_limit") or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_model_fits(config: ModelConfig, d_input: int, d_output: int, *, copies: int = 1) -> None:
+    """ValueError, before anything is built, if ``copies`` float32 copies of ``config``'s model
+    (1 to build it; 4 to train it with Adam: weights, gradients, two moments) cannot fit the
+    device's memory, by a lower bound of its parameters: the dense layers
+    (:func:`count_dense_params`) and, per block, the SSM layer's own (each holds at least an
+    H × N output matrix C)."""
+    d_input, d_output = (check_positive_int(name, value) for name, value in
+                         (("d_input", d_input), ("d_output", d_output)))
+    n_params = (count_dense_params(config, d_input, d_output)
+                + config.n_layers * config.d_model * config.state_size)
+    needed, memory = 4 * copies * n_params, _device_memory()
+    if memory is not None and needed > memory:
+        raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
+                         f"{config.state_size} make a model of more than {n_params:,} parameters: "
+                         f"{'training' if copies > 1 else 'building'} needs at least "
+                         f"{needed / 2**30:,.1f} GiB, and this device has {memory / 2**30:,.1f} GiB.")

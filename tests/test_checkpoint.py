@@ -203,7 +203,9 @@ def test_a_tampered_size_is_refused_before_the_model_is_built(tmp_path, monkeypa
                         "__init__", lambda *a, **k: built.append(a))
     for change, message in (({"n_layers": 10**6}, r"n_layers must be an integer in \[1, 1024\]; "
                                                   r"got 1000000"),
-                            ({"d_model": 0}, "d_model must be an integer >= 1; got 0")):
+                            ({"d_model": 0}, "d_model must be an integer >= 1; got 0"),
+                            ({"d_model": 10**9}, r"d_model=1000000000, .* parameters: building "
+                                                 r"needs at least .* GiB, and this device has")):
         file.write_text(json.dumps({**good, "architecture": {**good["architecture"], **change}}))
         with pytest.raises(ValueError, match=message):
             load_model(path)
