@@ -264,8 +264,8 @@ def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list
         test = f"test accuracy {summary['test_accuracy']}, " + test
     lines.append(f"best epoch {summary['best_epoch']}: {test}")
     if folder is not None:
-        lines.append(f"saved in {str(folder)!r}: {BEST}/ (the best epoch's model), {LAST}/ (the "
-                     f"training state), {' and '.join(HISTORY_FILES)}")
+        lines.append(f"saved in {str(folder)!r}: {BEST}/ (best epoch), {LAST}/ (training state), "
+                     f"{', '.join(HISTORY_FILES)}")
     return lines
 
 

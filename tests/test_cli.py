@@ -204,8 +204,8 @@ def test_resume_takes_the_stored_options_extends_and_knows_a_finished_run(tmp_pa
     assert status == 0, err
     assert out.splitlines()[-3].startswith("finished: s4d on digits, 2 epochs, 18 updates (")
     assert out.splitlines()[-2].startswith("best epoch ")
-    assert out.splitlines()[-1] == (f"saved in {str(path)!r}: best/ (the best epoch's model), last/ "
-                                    "(the training state), history.json and history.csv")
+    assert out.splitlines()[-1] == (f"saved in {str(path)!r}: best/ (best epoch), last/ "
+                                    "(training state), history.json, history.csv")
     # finished, no more epochs: said, status 0, nothing trained or rewritten
     saved = files_of(path)
     status, out, err = run(["--resume", str(path)], capsys)
