@@ -313,4 +313,6 @@ def check_model_fits(config: ModelConfig, d_input: int, d_output: int, *, copies
         raise ValueError(f"d_model={config.d_model}, n_layers={config.n_layers}, state_size="
                          f"{config.state_size} make a model of more than {n_params:,} parameters: "
                          f"{'training' if copies > 1 else 'building'} needs at least "
-                         f"{needed / 2**30:,.1f} GiB, and this device has {memory / 2**30:,.1f} GiB.")
+                         f"{needed / 2**30:,.1f} GiB, and this device has "
+                         f"{memory / 2**30:,.1f} GiB; choose a smaller d_model, n_layers or "
+                         "state_size.")
