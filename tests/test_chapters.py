@@ -17,6 +17,7 @@ import struct
 import pytest
 
 from annotated_ssm.book import plotting
+from annotated_ssm.book.display import KEY_FIGURE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
@@ -190,8 +191,76 @@ def figure_problems(notebook) -> list[str]:
     return problems
 
 
+# The opening: ``(label)=``, the title, two sentences, then the key figure glued from the cell
+# that draws it (annotated_ssm.book.display.key_figure), all on the reader's first screen.
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+GLUE_FIGURE = re.compile(r"^(`{3,}|:{3,})\{glue:figure\}\s*(\S+)", re.MULTILINE)
+
+
+def glued_names(notebook) -> set[str]:
+    """Names of the outputs glued in the notebook (myst-nb's ``scrapbook`` metadata)."""
+    return {output.get("metadata", {}).get("scrapbook", {}).get("name")
+            for cell in code_cells(notebook) for output in cell.get("outputs", [])} - {None}
+
+
+def opening_problems(notebook) -> list[str]:
+    """The first cell is the title, a two-sentence summary and ``{glue:figure} key-figure``,
+    and a code cell's stored output is glued under that name (with a PNG)."""
+    first = notebook["cells"][0]
+    text = source(first)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if first["cell_type"] != "markdown" or len(lines) < 2 or not lines[1].startswith("# "):
+        return ["the first cell is not the chapter's label and title"]
+    glue = GLUE_FIGURE.search(text)
+    if not glue:
+        return [f"the first cell shows no key figure ({{glue:figure}} {KEY_FIGURE})"]
+    problems = []
+    summary = text[text.index(lines[1]) + len(lines[1]):glue.start()].strip()
+    sentences = len(SENTENCE_END.findall(summary))
+    if sentences != 2:
+        problems.append(f"the summary before the key figure has {sentences} sentences, not two")
+    if glue.group(2) != KEY_FIGURE:
+        problems.append(f"the opening glues {glue.group(2)!r}, not {KEY_FIGURE!r}")
+    if KEY_FIGURE not in glued_names(notebook):
+        problems.append(f"no stored output is glued as {KEY_FIGURE!r} (display.key_figure(fig))")
+    return problems
+
+
+# Links to the API reference: a chapter's prose links (``{func}`~annotated_ssm.kernels.cauchy```,
+# ``{class}`` ...; Sphinx's -n build fails on a target that does not exist) every library
+# module and name its code imports. The book wing (annotated_ssm.book: drawing, widgets) is not
+# the library a reader comes to use, so it needs no link.
+PACKAGE_IMPORT = re.compile(r"^from (annotated_ssm(?:\.[\w.]+)?) import (\([^)]*\)|[^\n]+)", re.MULTILINE)
+API_ROLE = re.compile(r"\{(?:py:)?(?:func|class|mod|data|meth|attr|obj)\}`~?([\w.]+)`")
+
+
+def imported_library_names(notebook) -> set[str]:
+    """Full names (``annotated_ssm.kernels.cauchy``, ``annotated_ssm.hippo``) imported by the
+    chapter's code cells from the library, the book wing left out."""
+    names = set()
+    for cell in code_cells(notebook)[1:]:  # the setup cell imports nothing of the package
+        for module, imported in PACKAGE_IMPORT.findall(source(cell)):
+            for item in re.sub(r"#.*|[()]", "", imported).split(","):
+                name = item.split()[0] if item.split() else ""  # "x as y": x
+                if name and not module.startswith("annotated_ssm.book") and name != "book":
+                    names.add(f"{module}.{name}")
+    return names
+
+
+def api_link_problems(notebook) -> list[str]:
+    """Every library name the chapter imports is linked to the API reference from its prose:
+    the name itself, or for a module any name inside it."""
+    prose = "\n".join(source(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    targets = set(API_ROLE.findall(prose))
+    unlinked = sorted(name for name in imported_library_names(notebook)
+                      if not any(t == name or t.startswith(name + ".") for t in targets))
+    return [f"the prose never links {', '.join(unlinked)} to the API reference "
+            "(e.g. {func}`~annotated_ssm.kernels.cauchy`)"] if unlinked else []
+
+
 CHECKS = [setup_cell_problems, execution_problems, error_problems, marker_problems,
-          line_length_problems, widget_state_problems, figure_problems]
+          line_length_problems, widget_state_problems, figure_problems, opening_problems,
+          api_link_problems]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
@@ -400,3 +469,35 @@ def test_figure_check_catches_wide_figures_and_small_fonts():
     assert not figure_problems(make_notebook("a", "ax.legend(fontsize=12)", outputs=[[], [png_output(600)]]))
     assert figure_problems(make_notebook("a", "ax.legend(fontsize=10)", outputs=[[], [png_output(600)]]))
     assert figure_problems(make_notebook("a", "ax.set_title('t', fontsize=12)", outputs=[[], [png_output(700)]]))
+
+
+def test_opening_needs_two_sentences_and_the_glued_figure():
+    def notebook(first, glued=KEY_FIGURE):
+        output = {"output_type": "display_data", "data": {"image/png": ""},
+                  "metadata": {"scrapbook": {"name": glued, "mime_prefix": ""}}}
+        return {"cells": [{"cell_type": "markdown", "source": first},
+                          {"cell_type": "code", "source": "", "outputs": [output]}]}
+
+    good = "(label)=\n# 1. Title\n\nOne thing. And $x = 1.5$ another.\n\n```{glue:figure} key-figure\nCaption.\n```\n"
+    assert opening_problems(notebook(good)) == []
+    three = good.replace("another.", "another. A third.")
+    assert "3 sentences" in opening_problems(notebook(three))[0]
+    assert "glued as" in opening_problems(notebook(good, glued="other"))[0]
+    assert "no key figure" in opening_problems(notebook("(label)=\n# 1. Title\n\nText.\n"))[0]
+
+
+def test_api_links_cover_every_imported_library_name():
+    def notebook(code, prose):
+        return {"cells": [{"cell_type": "code", "source": "setup", "outputs": []},
+                          {"cell_type": "code", "source": code, "outputs": []},
+                          {"cell_type": "markdown", "source": prose}]}
+
+    code = ("from annotated_ssm import hippo\nfrom annotated_ssm.book import plotting\n"
+            "from annotated_ssm.kernels import (\n    cauchy,  # the kernel\n    naive_kernel,\n)\n")
+    linked = "{func}`~annotated_ssm.hippo.legs`, {func}`annotated_ssm.kernels.cauchy` and " \
+             "{func}`~annotated_ssm.kernels.naive_kernel`"
+    assert api_link_problems(notebook(code, linked)) == []
+    problem = api_link_problems(notebook(code, linked.replace("cauchy", "other")))
+    assert problem and "annotated_ssm.kernels.cauchy" in problem[0]
+    assert api_link_problems(notebook(code, "")) and "annotated_ssm.hippo" in api_link_problems(
+        notebook(code, ""))[0]

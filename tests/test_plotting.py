@@ -222,3 +222,29 @@ def test_delta_by_token_counts_the_opened_channels():
     fig = plotting.delta_by_token_figure([0.4, 0.05, 0.1], [0.1, 0.1, 0.01])
     assert fig.axes[0].get_title().startswith("2 of 3 channels")
     plt.close(fig)
+
+
+def test_key_figure_is_glued_as_myst_nb_reads_it():
+    """display.key_figure's output is what myst-nb's glue extracts under KEY_FIGURE."""
+    pytest.importorskip("myst_nb")
+    import nbformat
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from myst_nb.ext.glue import extract_glue_data_cell
+
+    from annotated_ssm.book.display import KEY_FIGURE, key_figure
+
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    InteractiveShell.instance()
+    set_matplotlib_formats("png")  # what a notebook's inline backend registers
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    with capture_output() as captured:
+        key_figure(fig)
+    (output,) = captured.outputs
+    cell = nbformat.from_dict({"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "data": output.data, "metadata": output.metadata}]})
+    ((name, glued),) = extract_glue_data_cell(cell)
+    assert name == KEY_FIGURE and "image/png" in glued["data"]
+    assert not plt.fignum_exists(fig.number)  # closed: the notebook does not draw it again

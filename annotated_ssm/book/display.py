@@ -21,11 +21,15 @@ import numpy as np
 
 from .plotting import PAGE_STYLE
 
-__all__ = ["show_source", "relative_error", "check", "use_book_style", "BOOK_STYLE"]
+__all__ = ["show_source", "relative_error", "check", "use_book_style", "key_figure", "BOOK_STYLE",
+           "KEY_FIGURE"]
 
 # The figure style of the whole book: the page style's width, resolution and font sizes (text
 # that a phone still shows at 9 px or more, see annotated_ssm.book.plotting), no top/right frame.
 BOOK_STYLE = {**PAGE_STYLE, "axes.spines.top": False, "axes.spines.right": False}
+# The name under which a chapter's key figure is glued: the chapter's opening shows it with
+# ``{glue:figure} key-figure`` (myst-nb's glue; the name only needs to be unique in a chapter).
+KEY_FIGURE = "key-figure"
 
 
 def show_source(obj):
@@ -66,6 +70,26 @@ def check(label: str, measured: float, bound: float, *, quantity: str = "relativ
     # Returns nothing: a check ending a cell would otherwise store the raw value as the
     # cell's result, whose last digits change from CPU to CPU.
     print(f"{label}: {quantity} {measured:.1e} <= {bound:.0e}")
+
+
+def key_figure(fig) -> None:
+    """Show ``fig`` here and on the chapter's first screen.
+
+    A chapter opens with two sentences and its key figure, but the figure is computed where
+    the chapter teaches it. This displays ``fig`` as usual and tags the output the way myst-nb's
+    ``glue`` does (``metadata["scrapbook"]``), so the website also shows it where the opening
+    cell says ``{glue:figure} key-figure``. myst-nb itself is not imported: it is a dependency
+    of the website's build only, and the chapters run without it (Colab, the core install).
+    The figure is closed afterwards, so the notebook does not draw it a second time.
+    """
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display
+
+    bundle, metadata = format_display_data(fig)
+    metadata["scrapbook"] = {"name": KEY_FIGURE, "mime_prefix": ""}
+    display(bundle, raw=True, metadata=metadata)
+    plt.close(fig)
 
 
 def use_book_style() -> None:
