@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import time
 from typing import Any
@@ -45,7 +46,7 @@ from .checkpoint import (check_optimizer, load_model, mark_stale, read_checkpoin
                          restore_checkpoint, save_checkpoint)
 from .config import ModelConfig, TrainConfig
 from .data import Dataset, batches, validation_split
-from .layers import SSMParam
+from .layers import LAYERS, SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
 from .runs import History, Run, TrainingInterrupted, check_run_folder, open_run
 
@@ -90,6 +91,10 @@ class DivergedError(FloatingPointError):
 
 # --- Model construction and checks ----------------------------------------------------------
 
+# The layer option naming the length a layer's kernel parameters are defined for (S4's L₀).
+REFERENCE_LENGTH = "kernel_length"
+
+
 def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0,
                 **kwargs) -> SequenceModel:
     """A model that fits ``dataset``: a ``SequenceClassifier`` with ``dataset.n_classes``
@@ -98,11 +103,27 @@ def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0,
     ``layer`` is a :class:`ModelConfig`, or a layer name with the config's fields and layer
     options as keywords (see :class:`~annotated_ssm.model.SequenceModel`). ``seed`` seeds
     the initialisation.
+
+    A layer whose kernel is defined for a reference length (S4's ``kernel_length`` L₀, the
+    length its parameter C̃ stands for) gets the data's length unless the options set one,
+    as the official S4 sets its ``l_max`` from the data: a kernel of 1024 taps for
+    sequences of 40 steps would cost 25 times the work for nothing.
     """
+    if isinstance(layer, ModelConfig):
+        if kwargs:
+            raise ValueError("pass either a ModelConfig or keyword arguments, not both; got "
+                             f"also {sorted(kwargs)}.")
+        config = layer
+    else:
+        config = ModelConfig.from_kwargs(layer=layer, **kwargs)
+    if (REFERENCE_LENGTH in inspect.signature(LAYERS[config.layer].__init__).parameters
+            and REFERENCE_LENGTH not in config.layer_options):
+        config = dataclasses.replace(
+            config, layer_options={**config.layer_options, REFERENCE_LENGTH: dataset.length})
     rngs = nnx.Rngs(seed)
     if dataset.task == "classification":
-        return SequenceClassifier(layer, dataset.channels, dataset.n_classes, rngs=rngs, **kwargs)
-    return CausalSequenceModel(layer, dataset.channels, dataset.n_outputs, rngs=rngs, **kwargs)
+        return SequenceClassifier(config, dataset.channels, dataset.n_classes, rngs=rngs)
+    return CausalSequenceModel(config, dataset.channels, dataset.n_outputs, rngs=rngs)
 
 
 def _task_of(model: SequenceModel) -> str:

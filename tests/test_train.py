@@ -364,3 +364,22 @@ def test_a_run_without_test_never_evaluates_the_test_set(tiny_data, monkeypatch)
     assert np.isnan(history.test_accuracy) and not np.isnan(history.val_accuracy[-1])
     with pytest.raises(ValueError, match="test must be True or False; got 'no'"):
         fit(model, tiny_data, TrainConfig(epochs=1, progress=False), test="no")
+
+
+def test_s4_is_built_for_the_data_length_unless_told(tiny_data, tmp_path):
+    """build_model gives S4 the data's length as its reference length L₀ (the official S4's
+    l_max), keeps one the options set, adds nothing to layers without one, and a checkpoint
+    rebuilds the same layer."""
+    model = build_model("s4", tiny_data, d_model=4, n_layers=1, state_size=4)
+    assert model.blocks[0].ssm.kernel_length == tiny_data.length
+    assert model.architecture["layer_options"] == {"kernel_length": tiny_data.length}
+    told = build_model(ModelConfig(layer="s4", d_model=4, n_layers=1, state_size=4,
+                                   layer_options={"kernel_length": 128}), tiny_data)
+    assert told.blocks[0].ssm.kernel_length == 128
+    s4d = build_model("s4d", tiny_data, d_model=4, n_layers=1, state_size=4)
+    assert s4d.architecture["layer_options"] == {}
+    save_checkpoint(tmp_path / "s4", model)
+    loaded = train.load_model(tmp_path / "s4")
+    assert loaded.blocks[0].ssm.kernel_length == tiny_data.length
+    x = tiny_data.x_test[:2]
+    np.testing.assert_array_equal(np.asarray(loaded(x)), np.asarray(model(x)))
