@@ -567,12 +567,13 @@ def scan_tree_figure(levels, length: int, *, level_labels=None, title: str | Non
     return fig
 
 
-def scan_timing_figure(lengths, timings: dict):
+def scan_timing_figure(lengths, timings: dict, *, title: str | None = None):
     """Wall-clock time against sequence length L, log-log, one line per method.
 
     Args:
         lengths: (K,) sequence lengths.
         timings: label -> (K,) seconds per call.
+        title: what was measured, and on which device (the times hold for it only).
     """
     with page_style():
         fig, ax = page_figure(height=3.8)
@@ -582,6 +583,8 @@ def scan_timing_figure(lengths, timings: dict):
         ax.set_ylabel("time per call (ms)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
+        if title:
+            ax.set_title(title)
     return fig
 
 
