@@ -94,6 +94,9 @@ def _figures():
                                                                         np.full(32, 0.02)),
         "input_weights_figure": lambda: plotting.input_weights_figure(
             {"S4D (LTI)": weights, "S6 (selective)": weights}, ylabel=r"$|\partial y_{31} / \partial u_s|$"),
+        "kernel_lengths_figure": lambda: plotting.kernel_lengths_figure(
+            {"DSS-exp": (kernels[0], kernels[0]), "DSS-softmax: 34% apart": (kernels[0], kernels[1]),
+             "S4D": (kernels[1], kernels[1])}, short=100, long=200),
         # The helpers that draw on a chapter's Axes, in the book's default figure.
         "complex_plane": lambda: on_axes(lambda ax: plotting.complex_plane(ax, lam, unit_circle=True, label="λ")),
         "basis_functions": lambda: on_axes(lambda ax: plotting.basis_functions(ax, T, waves, title="basis")),

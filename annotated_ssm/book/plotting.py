@@ -812,3 +812,38 @@ def delta_by_token_figure(on_data, on_noise, *, ratio: float = 3.0):
         ax.set_title(f"{opened} of {on_data.size} channels: Δ on data > {ratio:g} × on noise")
         ax.legend(loc="upper right")
     return fig
+
+
+# --- Chapter 5: which kernels depend on the length they are computed for ------------------
+__all__ += ["kernel_lengths_figure"]
+
+
+def kernel_lengths_figure(panels: dict, *, short: int, long: int):
+    """One panel per parameterisation (two per row): the kernel computed for length
+    ``short``, and over it, dashed, the first ``short`` taps of the kernel computed for
+    ``long``. Where the two lines coincide, the kernel does not depend on the length.
+
+    Args:
+        panels: title -> (kernel at ``short`` (short,), kernel at ``long`` (long,)).
+        short, long: the two lengths, for the legend.
+    """
+    rows = -(-len(panels) // 2)
+    with page_style():
+        fig, axes = page_figure(rows, 2, height=0.8 + 2.2 * rows, sharex=True, squeeze=False)
+        for ax, (title, (K_short, K_long)) in zip(axes.flat, panels.items()):
+            K_short, K_long = np.asarray(K_short), np.asarray(K_long)[:short]
+            ax.plot(K_short, color="C0", lw=2.2, label=f"L = {short}")
+            ax.plot(K_long, "--", color="C1", lw=1.2, label=f"L = {long}, first {short} taps")
+            ax.set_title(title)
+        for ax in axes.flat[len(panels):]:  # an odd count: the panel above shows the axis
+            ax.set_visible(False)
+            if rows > 1:
+                axes[-2, 1].xaxis.set_tick_params(labelbottom=True)
+                axes[-2, 1].set_xlabel(r"$\ell$")
+        for ax in axes[-1]:
+            ax.set_xlabel(r"$\ell$")
+        for ax in axes[:, 0]:
+            ax.set_ylabel(r"$\bar K_\ell$")
+        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper center",
+                   ncol=2, frameon=False)
+    return fig
