@@ -70,3 +70,26 @@ def test_a_broken_page_fails(tmp_path, capsys):
     assert "wide, scrolls" not in out
     assert "400 px: no ☰ button" in out
     assert "1 pages, 1 with problems" in out
+
+
+CHAPTER_PAGE = """<!doctype html>
+<html><head><meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body><main><article class="bd-article"><h1>A chapter</h1>
+<div style="height: {gap}px">two sentences</div>
+<img alt="key figure" style="width: 300px; height: 200px; display: block">
+</article></main></body></html>
+"""
+
+
+@pytest.mark.skipif(not pathlib.Path(CHROMIUM).exists(), reason="needs Chromium")
+def test_a_chapter_whose_key_figure_is_below_the_first_screen_fails(tmp_path, capsys):
+    pytest.importorskip("playwright")
+    (tmp_path / "index.html").write_text(CHAPTER_PAGE.format(gap=0))
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "01_early.html").write_text(CHAPTER_PAGE.format(gap=200))
+    (tmp_path / "book" / "02_late.html").write_text(CHAPTER_PAGE.format(gap=1200))
+    _check_site().main(["--site", str(tmp_path), "--chromium", CHROMIUM])
+    out = capsys.readouterr().out
+    late = [line for line in out.splitlines() if "key figure starts" in line]
+    assert any("1280 px" in line for line in late) and any("400 px" in line for line in late)
+    assert "01_early" not in "".join(line for line in out.splitlines() if "key figure" in line)

@@ -29,6 +29,8 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   network is idle after typesetting, on the desktop and on the phone), at most MAX_WEIGHT
   (tools/sphinx_ext/site_weight.py: explorer frames as files, lazy images, no icon script);
   the heaviest page is reported;
+- the first screen of each chapter: its key figure (the article's first image) shows at
+  least FIRST_SCREEN_PX of itself before the reader scrolls, at 1280 px and on the phone;
 - search: for each of SEARCH_WORDS, search.html lists results, every excerpt shown holds a
   word of the query (the sentence it was found in, not the top of the page), and the search
   fetches each result's text (NAME.search.txt), never a whole page
@@ -72,6 +74,8 @@ FIGURE_DPI = plotting.FIGURE_DPI  # their resolution (px per inch of the drawn P
 MIN_LABEL_PX = plotting.MIN_TEXT_PX  # CSS px, on the phone, without tapping
 MIN_TARGET = 32  # CSS px: a control's height on a phone
 TOC_WIDTHS = (1280, 1440)
+CHAPTER = re.compile(r"book/\d\d_")  # the chapters' pages, which open with their key figure
+FIRST_SCREEN_PX = 100  # CSS px of the key figure on the first screen, at least
 WIDE = 1920  # a wide desktop, measured besides 1280 px
 SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
 PRIMARY = ".bd-sidebar-primary"
@@ -120,6 +124,7 @@ def problems(report: dict) -> list[str]:
     lines += [f"400 px: {text}" for text in report.get("phone", [])]
     lines += [f"{width} px: the page's table of contents is not on screen"
               for width in report.get("tocHidden", [])]
+    lines += [f"{width} px: {text}" for width, text in report.get("firstScreen", [])]
     return lines
 
 
@@ -291,9 +296,28 @@ def read_on_phone(page: Page) -> dict:
     return found
 
 
+def key_figure_shown(page: Page) -> str | None:
+    """None if the article's first image shows FIRST_SCREEN_PX of itself on the first screen
+    (nothing scrolled); else what is wrong."""
+    top = page.evaluate("""() => {
+        const img = document.querySelector("article img");
+        return img ? img.getBoundingClientRect().top : null;
+    }""")
+    if top is None:
+        return "the chapter shows no figure"
+    height = page.viewport_size["height"]
+    if top > height - FIRST_SCREEN_PX:
+        return (f"the key figure starts {top:.0f} px down, below the first screen "
+                f"({height} px high; at least {FIRST_SCREEN_PX} px of it must show)")
+    return None
+
+
 def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | None) -> dict:
     """One page's report: at 1280 px (and 1920 px), then on a 400 px phone."""
     page, report = open_page(browser, base, base + name, 1280)
+    report["firstScreen"] = []
+    if CHAPTER.match(name) and (problem := key_figure_shown(page)):
+        report["firstScreen"].append((1280, problem))
     report.update(page.evaluate("max => inspect(max)", MAX_CODE_LINE), page=name)
     report["scrolling"] = page.evaluate("() => scrollingBlocks()")
     report["cutDesktop"] = page.evaluate("() => cutOff()")
@@ -314,6 +338,8 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     page.context.close()
     # The same page on a phone: console errors and exceptions there count too.
     phone, phone_report = open_page(browser, base, base + name, 400)
+    if CHAPTER.match(name) and (problem := key_figure_shown(phone)):
+        report["firstScreen"].append((400, problem))
     report["cutPhone"] = phone.evaluate("() => cutOff()")
     readable = read_on_phone(phone)
     report["phone"], report["smallestLabel"] = readable["problems"], readable["smallest"]
