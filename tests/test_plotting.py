@@ -103,6 +103,11 @@ def _figures():
         "history_reconstruction": lambda: on_axes(lambda ax: plotting.history_reconstruction(
             ax, T, np.sin(T), {"N = 8": np.sin(T)}, title="history")),
         "figure3_panel": lambda: on_axes(lambda ax: plotting.figure3_panel(ax, T, basis, exact=basis, title="(a)")),
+        "stability_map_figure": lambda: plotting.stability_map_figure(
+            np.linspace(-4, 1, 41), np.linspace(-3, 3, 49),
+            {rule: np.abs(1 + np.linspace(-4, 1, 41) + 1j * np.linspace(-3, 3, 49)[:, None])
+             for rule in ("euler", "bilinear", "zoh")},
+            points=lam / 4, points_label="HiPPO-N eigenvalues × Δ"),
     }
 
 

@@ -847,3 +847,50 @@ def kernel_lengths_figure(panels: dict, *, short: int, long: int):
         fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper center",
                    ncol=2, frameon=False)
     return fig
+
+
+# --- Chapter 3: stability regions -------------------------------------------------------
+__all__ += ["stability_map_figure"]
+
+
+def stability_map_figure(real, imag, magnitudes: dict, *, points=None,
+                         points_label: str | None = None):
+    """Where each discretisation rule is stable, as maps of the complex plane z = Δλ: one
+    panel per rule, side by side, |Ā(z)| shaded where it is below 1 (a stable recurrence),
+    the line |Ā(z)| = 1 drawn, and the edge of the stable continuous half plane Re z < 0
+    dashed.
+
+    Args:
+        real: (X,) real parts of the grid.
+        imag: (Y,) imaginary parts of the grid.
+        magnitudes: rule -> (Y, X) |Ā(z)| at z = real + i imag.
+        points: complex z to mark on every panel (the eigenvalues of ΔA of a system).
+        points_label: their legend entry.
+    """
+    real, imag = np.asarray(real, dtype=float), np.asarray(imag, dtype=float)
+    levels = np.linspace(0.0, 1.0, 6)
+    with page_style():
+        fig, axes = page_figure(1, len(magnitudes), height=3.9, sharex=True, sharey=True,
+                                squeeze=False)
+        for ax, (rule, magnitude) in zip(axes[0], magnitudes.items()):
+            shaded = ax.contourf(real, imag, magnitude, levels=levels, cmap="Blues_r")
+            ax.contour(real, imag, magnitude, levels=[1.0], colors="black", linewidths=1.5)
+            ax.axvline(0.0, color="C3", ls="--", lw=1.2)
+            if points is not None:
+                z = np.asarray(points).ravel()
+                ax.plot(z.real, z.imag, "o", color="C1", ms=3.5, mec="black", mew=0.4)
+            ax.set_aspect("equal")
+            ax.set_title(rule)
+            ax.set_xlabel("Re z")
+        axes[0, 0].set_ylabel("Im z")
+        handles = [plt.Line2D([], [], color="black", lw=1.5),
+                   plt.Line2D([], [], color="C3", ls="--", lw=1.2)]
+        labels = ["|Ā| = 1", "Re z = 0"]
+        if points is not None:
+            handles.append(plt.Line2D([], [], ls="", marker="o", color="C1", ms=3.5, mec="black",
+                                      mew=0.4))
+            labels.append(points_label or "points")
+        fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False)
+        fig.colorbar(shaded, ax=axes[0].tolist(), orientation="horizontal", shrink=0.7,
+                     label="|Ā(z)| where below 1", ticks=levels)
+    return fig
