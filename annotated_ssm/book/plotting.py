@@ -160,7 +160,7 @@ def forced_response_figure(t, force, exact, solver, *, rest: float | None = None
             bottom.axhline(rest, color="0.6", lw=0.8, ls=":")
         bottom.set_ylabel("position y(t)")
         bottom.set_xlabel("t")
-        bottom.legend(loc="upper right")
+        bottom.legend(loc="lower left")
     return fig
 
 
@@ -816,28 +816,28 @@ __all__ += ["s4_init_kernels_figure", "folded_kernel_figure", "c_tilde_gap_figur
 
 
 def s4_init_kernels_figure(kernels: dict, *, fraction: float = 0.01):
-    """Kernels of one S4 channel at several steps Δ, each scaled to its largest tap, over ℓ on
-    a log axis (ℓ ≥ 1); a dot marks the last tap above ``fraction`` of that largest one.
+    """Kernels of one S4 channel at several steps Δ, one panel each, stacked on a shared log ℓ
+    axis (ℓ ≥ 1), each scaled to its largest tap; a dotted line marks the last tap above
+    ``fraction`` of that largest one.
 
     Args:
         kernels: {label: (L,) kernel}, e.g. {"Δ = 0.001": K, ...}.
-        fraction: the level, relative to each kernel's largest tap, that the dots mark.
+        fraction: the level, relative to each kernel's largest tap, that the lines mark.
     """
+    n = len(kernels)
     with page_style():
-        fig, ax = page_figure(height=3.6)
-        for index, (label, kernel) in enumerate(kernels.items()):
+        fig, axes = page_figure(n, 1, height=0.9 + 1.5 * n, sharex=True, sharey=True, squeeze=False)
+        for index, (ax, (label, kernel)) in enumerate(zip(axes[:, 0], kernels.items())):
             kernel = np.asarray(kernel, dtype=float)
             scaled = kernel / np.max(np.abs(kernel))
-            ell = np.arange(1, scaled.size)
-            ax.plot(ell, scaled[1:], color=f"C{index}", lw=1.2, label=label)
-            last = np.nonzero(np.abs(scaled) > fraction)[0].max()
-            ax.plot(last, scaled[last], "o", color=f"C{index}", ms=5)
-        ax.set_xscale("log")
-        ax.axhline(0, color="0.6", lw=0.6)
-        ax.set_xlabel(r"$\ell$ (steps into the past)")
-        ax.set_ylabel(r"$\bar K_\ell$ / largest tap")
-        ax.set_title(f"one S4 channel at initialisation (dots: last tap above {fraction:.0%})")
-        ax.legend(loc="upper right")
+            last = int(np.nonzero(np.abs(scaled) > fraction)[0].max())
+            ax.plot(np.arange(1, scaled.size), scaled[1:], color=f"C{index}", lw=1)
+            ax.axvline(last, color="0.3", lw=1, ls=":")
+            ax.axhline(0, color="0.6", lw=0.6)
+            ax.set_xscale("log")
+            ax.set_title(f"{label}: last tap above {fraction:.0%} at ℓ = {last}")
+        axes[-1, 0].set_xlabel(r"$\ell$ (steps into the past)")
+        fig.supylabel(r"$\bar K_\ell$ / largest tap")
     return fig
 
 
@@ -861,13 +861,14 @@ def folded_kernel_figure(kernel, L: int, folded, truncated):
         top.set_title(f"the kernel, in windows of L = {L} taps")
         top.set_xlabel(r"$\ell$")
         top.set_ylabel(r"$\bar K_\ell$")
-        bottom.plot(kernel[:L], color="0.2", lw=3, alpha=0.4, label=r"kernel $\bar K_\ell$, $\ell < L$")
+        bottom.plot(kernel[:L], color="0.2", lw=3, alpha=0.4,
+                    label=r"kernel $\bar K_\ell$, $\ell < L$")
         bottom.plot(folded, color="C3", lw=1.2, label=r"iFFT with $C$: $\sum_m \bar K_{\ell + mL}$")
         bottom.plot(truncated, "o", color="C0", ms=3.5, label=r"iFFT with $\tilde C$")
         bottom.set_title("the first window: the tail folds back")
         bottom.set_xlabel(r"$\ell$")
         bottom.set_ylabel(r"$\bar K_\ell$")
-        bottom.legend(loc="upper right")
+        bottom.legend(loc="lower left")
     return fig
 
 
@@ -885,9 +886,14 @@ def c_tilde_gap_figure(durations, gaps: dict, *, marked: dict | None = None):
         styles = ("-", "--", ":")
         for index, (label, gap) in enumerate(gaps.items()):
             ax.plot(durations, gap, color=f"C{index}", lw=1.6, ls=styles[index % 3], label=label)
+        middle = np.mean(ax.get_xlim())
         for label, (duration, gap) in (marked or {}).items():
             ax.plot(duration, gap, "o", color="0.2", ms=5)
-            ax.annotate(label, (duration, gap), xytext=(6, 4), textcoords="offset points")
+            # The name above and right of the point, or below and left: off the falling curve.
+            right = duration > middle
+            ax.annotate(label, (duration, gap), xytext=(-6, -6) if right else (6, 4),
+                        textcoords="offset points", ha="right" if right else "left",
+                        va="top" if right else "bottom")
         ax.set_yscale("log")
         ax.set_xlabel(r"$L\Delta$ (the window's duration)")
         ax.set_ylabel(r"$|\tilde C - C| \,/\, |C|$")
