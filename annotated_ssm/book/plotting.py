@@ -160,7 +160,8 @@ def forced_response_figure(t, force, exact, solver, *, rest: float | None = None
             bottom.axhline(rest, color="0.6", lw=0.8, ls=":")
         bottom.set_ylabel("position y(t)")
         bottom.set_xlabel("t")
-        bottom.legend(loc="lower left")
+        fig.legend(*bottom.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                   frameon=False)
     return fig
 
 
@@ -844,7 +845,7 @@ def s4_init_kernels_figure(kernels: dict, *, fraction: float = 0.01):
 def folded_kernel_figure(kernel, L: int, folded, truncated):
     """What the inverse FFT of the untruncated generating function returns: the kernel's taps
     over several windows of length L (top), and on the first window (bottom) the kernel, the
-    folded sum Σ_m K̄_{ℓ+mL} and the result with C̃ (on the kernel).
+    folded sum Σ_m K̄_{ℓ+mL} and the result with C̃ (on the kernel); one legend below.
 
     Args:
         kernel: (mL,) the kernel over m windows.
@@ -854,7 +855,7 @@ def folded_kernel_figure(kernel, L: int, folded, truncated):
     """
     kernel = np.asarray(kernel, dtype=float)
     with page_style():
-        fig, (top, bottom) = page_figure(2, 1, height=5.4)
+        fig, (top, bottom) = page_figure(2, 1, height=5.9)
         top.plot(kernel, color="0.2", lw=1.2)
         for start in range(L, kernel.size, L):
             top.axvline(start, color="C0", lw=0.8, ls="--")
@@ -868,7 +869,8 @@ def folded_kernel_figure(kernel, L: int, folded, truncated):
         bottom.set_title("the first window: the tail folds back")
         bottom.set_xlabel(r"$\ell$")
         bottom.set_ylabel(r"$\bar K_\ell$")
-        bottom.legend(loc="lower left")
+        fig.legend(*bottom.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                   frameon=False)
     return fig
 
 
