@@ -101,10 +101,11 @@ def _figures():
         "figure3_panel": lambda: on_axes(lambda ax: plotting.figure3_panel(ax, T, basis, exact=basis, title="(a)")),
         "s4_init_kernels_figure": lambda: plotting.s4_init_kernels_figure(
             {"Δ = 0.001": kernels[0], "Δ = 0.1": np.cos(np.arange(100.0)) * kernels[1]}),
-        "folded_kernel_figure": lambda: plotting.folded_kernel_figure(kernels[1], 25, kernels[1][:25],
-                                                                      kernels[1][:25]),
+        "folded_kernel_figure": lambda: plotting.folded_kernel_figure(
+            kernels[1], 25, kernels[1][:25], kernels[1][:25]),
         "c_tilde_gap_figure": lambda: plotting.c_tilde_gap_figure(
-            T + 0.1, {"Δ = 0.001": np.exp(-T), "Δ = 0.1": np.exp(-T)}, marked={"L = 64, Δ = 0.1": (2.0, 0.1)}),
+            T + 0.1, {"Δ = 0.001": np.exp(-T), "Δ = 0.1": np.exp(-T)},
+            marked={"L = 64, Δ = 0.1": (2.0, 0.1), "L = 1024": (3.5, 0.01)}),
     }
 
 
