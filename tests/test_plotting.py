@@ -108,6 +108,13 @@ def _figures():
             {rule: np.abs(1 + np.linspace(-4, 1, 41) + 1j * np.linspace(-3, 3, 49)[:, None])
              for rule in ("euler", "bilinear", "zoh")},
             points=lam / 4, points_label="HiPPO-N eigenvalues × Δ"),
+        "s4_init_kernels_figure": lambda: plotting.s4_init_kernels_figure(
+            {"Δ = 0.001": kernels[0], "Δ = 0.1": np.cos(np.arange(100.0)) * kernels[1]}),
+        "folded_kernel_figure": lambda: plotting.folded_kernel_figure(
+            kernels[1], 25, kernels[1][:25], kernels[1][:25]),
+        "c_tilde_gap_figure": lambda: plotting.c_tilde_gap_figure(
+            T + 0.1, {"Δ = 0.001": np.exp(-T), "Δ = 0.1": np.exp(-T)},
+            marked={"L = 64, Δ = 0.1": (2.0, 0.1), "L = 1024": (3.5, 0.01)}),
     }
 
 

@@ -160,7 +160,8 @@ def forced_response_figure(t, force, exact, solver, *, rest: float | None = None
             bottom.axhline(rest, color="0.6", lw=0.8, ls=":")
         bottom.set_ylabel("position y(t)")
         bottom.set_xlabel("t")
-        bottom.legend(loc="upper right")
+        fig.legend(*bottom.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                   frameon=False)
     return fig
 
 
@@ -893,4 +894,96 @@ def stability_map_figure(real, imag, magnitudes: dict, *, points=None,
         fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False)
         fig.colorbar(shaded, ax=axes[0].tolist(), orientation="horizontal", shrink=0.7,
                      label="|Ā(z)| where below 1", ticks=levels)
+    return fig
+
+
+# --- Chapter 4: S4 (the kernel at initialisation, the folded tail, C̃ against LΔ) --------
+__all__ += ["s4_init_kernels_figure", "folded_kernel_figure", "c_tilde_gap_figure"]
+
+
+def s4_init_kernels_figure(kernels: dict, *, fraction: float = 0.01):
+    """Kernels of one S4 channel at several steps Δ, one panel each, stacked on a shared log ℓ
+    axis (ℓ ≥ 1), each scaled to its largest tap; a dotted line marks the last tap above
+    ``fraction`` of that largest one.
+
+    Args:
+        kernels: {label: (L,) kernel}, e.g. {"Δ = 0.001": K, ...}.
+        fraction: the level, relative to each kernel's largest tap, that the lines mark.
+    """
+    n = len(kernels)
+    with page_style():
+        fig, axes = page_figure(n, 1, height=0.9 + 1.5 * n, sharex=True, sharey=True, squeeze=False)
+        for index, (ax, (label, kernel)) in enumerate(zip(axes[:, 0], kernels.items())):
+            kernel = np.asarray(kernel, dtype=float)
+            scaled = kernel / np.max(np.abs(kernel))
+            last = int(np.nonzero(np.abs(scaled) > fraction)[0].max())
+            ax.plot(np.arange(1, scaled.size), scaled[1:], color=f"C{index}", lw=1)
+            ax.axvline(last, color="0.3", lw=1, ls=":")
+            ax.axhline(0, color="0.6", lw=0.6)
+            ax.set_xscale("log")
+            ax.set_title(f"{label}: last tap above {fraction:.0%} at ℓ = {last}")
+        axes[-1, 0].set_xlabel(r"$\ell$ (steps into the past)")
+        fig.supylabel(r"$\bar K_\ell$ / largest tap")
+    return fig
+
+
+def folded_kernel_figure(kernel, L: int, folded, truncated):
+    """What the inverse FFT of the untruncated generating function returns: the kernel's taps
+    over several windows of length L (top), and on the first window (bottom) the kernel, the
+    folded sum Σ_m K̄_{ℓ+mL} and the result with C̃ (on the kernel); one legend below.
+
+    Args:
+        kernel: (mL,) the kernel over m windows.
+        L: the window length.
+        folded: (L,) the inverse FFT of the generating function with C (the folded kernel).
+        truncated: (L,) the inverse FFT with C̃.
+    """
+    kernel = np.asarray(kernel, dtype=float)
+    with page_style():
+        fig, (top, bottom) = page_figure(2, 1, height=5.9)
+        top.plot(kernel, color="0.2", lw=1.2)
+        for start in range(L, kernel.size, L):
+            top.axvline(start, color="C0", lw=0.8, ls="--")
+        top.set_title(f"the kernel, in windows of L = {L} taps")
+        top.set_xlabel(r"$\ell$")
+        top.set_ylabel(r"$\bar K_\ell$")
+        bottom.plot(kernel[:L], color="0.2", lw=3, alpha=0.4,
+                    label=r"kernel $\bar K_\ell$, $\ell < L$")
+        bottom.plot(folded, color="C3", lw=1.2, label=r"iFFT with $C$: $\sum_m \bar K_{\ell + mL}$")
+        bottom.plot(truncated, "o", color="C0", ms=3.5, label=r"iFFT with $\tilde C$")
+        bottom.set_title("the first window: the tail folds back")
+        bottom.set_xlabel(r"$\ell$")
+        bottom.set_ylabel(r"$\bar K_\ell$")
+        fig.legend(*bottom.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                   frameon=False)
+    return fig
+
+
+def c_tilde_gap_figure(durations, gaps: dict, *, marked: dict | None = None):
+    """The relative distance |C̃ - C| / |C| against the window's duration LΔ, one line per step
+    Δ, on a log y axis.
+
+    Args:
+        durations: (n,) the values of LΔ.
+        gaps: {label: (n,) |C̃ - C| / |C| at those durations}.
+        marked: optional {label: (LΔ, gap)} single points to mark and name.
+    """
+    with page_style():
+        fig, ax = page_figure(height=3.6)
+        styles = ("-", "--", ":")
+        for index, (label, gap) in enumerate(gaps.items()):
+            ax.plot(durations, gap, color=f"C{index}", lw=1.6, ls=styles[index % 3], label=label)
+        middle = np.mean(ax.get_xlim())
+        for label, (duration, gap) in (marked or {}).items():
+            ax.plot(duration, gap, "o", color="0.2", ms=5)
+            # The name above and right of the point, or below and left: off the falling curve.
+            right = duration > middle
+            ax.annotate(label, (duration, gap), xytext=(-6, -6) if right else (6, 4),
+                        textcoords="offset points", ha="right" if right else "left",
+                        va="top" if right else "bottom")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"$L\Delta$ (the window's duration)")
+        ax.set_ylabel(r"$|\tilde C - C| \,/\, |C|$")
+        ax.set_title(r"$\tilde C = C(I - \bar A^L)$ meets $C$ as $\bar A^L$ decays")
+        ax.legend(loc="lower left")
     return fig
