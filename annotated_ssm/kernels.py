@@ -271,7 +271,7 @@ def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
     return j, np.tan(np.pi * j / L)
 
 
-# Frequencies per chunk of S4's kernel by default (measured: benchmarks/README.md).
+#: Frequencies per chunk of S4's kernel by default (measured: benchmarks/README.md).
 S4_CHUNK_SIZE = 64
 
 
