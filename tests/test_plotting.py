@@ -107,7 +107,11 @@ def _figures():
             np.linspace(-4, 1, 41), np.linspace(-3, 3, 49),
             {rule: np.abs(1 + np.linspace(-4, 1, 41) + 1j * np.linspace(-3, 3, 49)[:, None])
              for rule in ("euler", "bilinear", "zoh")},
-            points=lam / 4, points_label="HiPPO-N eigenvalues × Δ"),
+            points=lam / 4, points_label="Δλ",
+            stable={rule: np.abs(1 + lam / 4) < 1 for rule in ("euler", "bilinear", "zoh")},
+            inset=(np.linspace(-0.1, 0.1, 9), np.linspace(-0.5, 0.5, 11),
+                   np.abs(1 + np.linspace(-0.1, 0.1, 9)
+                          + 1j * np.linspace(-0.5, 0.5, 11)[:, None]))),
         "s4_init_kernels_figure": lambda: plotting.s4_init_kernels_figure(
             {"Δ = 0.001": kernels[0], "Δ = 0.1": np.cos(np.arange(100.0)) * kernels[1]}),
         "folded_kernel_figure": lambda: plotting.folded_kernel_figure(

@@ -855,7 +855,8 @@ __all__ += ["stability_map_figure"]
 
 
 def stability_map_figure(real, imag, magnitudes: dict, *, points=None,
-                         points_label: str | None = None):
+                         points_label: str | None = None, stable: dict | None = None,
+                         inset=None):
     """Where each discretisation rule is stable, as maps of the complex plane z = Δλ: one
     panel per rule, side by side, |Ā(z)| shaded where it is below 1 (a stable recurrence),
     the line |Ā(z)| = 1 drawn, and the edge of the stable continuous half plane Re z < 0
@@ -867,31 +868,63 @@ def stability_map_figure(real, imag, magnitudes: dict, *, points=None,
         magnitudes: rule -> (Y, X) |Ā(z)| at z = real + i imag.
         points: complex z to mark on every panel (the eigenvalues of ΔA of a system).
         points_label: their legend entry.
+        stable: rule -> (n,) bools, whether that rule keeps each point stable (|Ā| < 1):
+            filled dots where it does, hollow ones where not, and the count in the title.
+        inset: (real, imag, magnitude) of the first rule on a finer grid, drawn as a zoomed
+            inset in its panel (where points crowd near z = 0).
     """
     real, imag = np.asarray(real, dtype=float), np.asarray(imag, dtype=float)
     levels = np.linspace(0.0, 1.0, 6)
+    z = None if points is None else np.asarray(points).ravel()
+
+    def draw_points(ax, rule, size):
+        kept = np.ones(z.size, bool) if stable is None else np.asarray(stable[rule], bool)
+        ax.plot(z.real[kept], z.imag[kept], "o", color="C1", ms=size, mec="black", mew=0.4)
+        ax.plot(z.real[~kept], z.imag[~kept], "o", mfc="white", mec="C3", ms=size, mew=0.9)
+
     with page_style():
-        fig, axes = page_figure(1, len(magnitudes), height=3.9, sharex=True, sharey=True,
-                                squeeze=False)
+        fig, axes = page_figure(1, len(magnitudes), height=4.2 if stable else 3.9,
+                                sharex=True, sharey=True, squeeze=False)
         for ax, (rule, magnitude) in zip(axes[0], magnitudes.items()):
             shaded = ax.contourf(real, imag, magnitude, levels=levels, cmap="Blues_r")
             ax.contour(real, imag, magnitude, levels=[1.0], colors="black", linewidths=1.5)
             ax.axvline(0.0, color="C3", ls="--", lw=1.2)
-            if points is not None:
-                z = np.asarray(points).ravel()
-                ax.plot(z.real, z.imag, "o", color="C1", ms=3.5, mec="black", mew=0.4)
+            if z is not None:
+                draw_points(ax, rule, 3.5)
             ax.set_aspect("equal")
-            ax.set_title(rule)
+            ax.set_title(rule if stable is None
+                         else f"{rule}\n{int(np.sum(stable[rule]))} of {z.size} stable")
             ax.set_xlabel("Re z")
         axes[0, 0].set_ylabel("Im z")
+        if inset is not None:
+            zoom_real, zoom_imag, zoom_magnitude = (np.asarray(a, dtype=float) for a in inset)
+            ax, rule = axes[0, 0], next(iter(magnitudes))
+            zoom = ax.inset_axes([0.03, 0.03, 0.36, 0.84])
+            zoom.contourf(zoom_real, zoom_imag, zoom_magnitude, levels=levels, cmap="Blues_r")
+            zoom.contour(zoom_real, zoom_imag, zoom_magnitude, levels=[1.0], colors="black",
+                         linewidths=1.5)
+            zoom.axvline(0.0, color="C3", ls="--", lw=1.2)
+            if z is not None:
+                draw_points(zoom, rule, 4)
+            zoom.set(xlim=(zoom_real[0], zoom_real[-1]), ylim=(zoom_imag[0], zoom_imag[-1]),
+                     xticks=[], yticks=[])
+            zoom.set_title("zoom", pad=2)
+            zoom.spines[:].set_visible(True)  # the book style hides the top and right ones
+            ax.indicate_inset_zoom(zoom, edgecolor="0.3")
         handles = [plt.Line2D([], [], color="black", lw=1.5),
                    plt.Line2D([], [], color="C3", ls="--", lw=1.2)]
         labels = ["|Ā| = 1", "Re z = 0"]
-        if points is not None:
+        if z is not None:
             handles.append(plt.Line2D([], [], ls="", marker="o", color="C1", ms=3.5, mec="black",
                                       mew=0.4))
             labels.append(points_label or "points")
-        fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False)
+        if stable is not None:
+            labels[-1] += ", stable"
+            handles.append(plt.Line2D([], [], ls="", marker="o", mfc="white", mec="C3", ms=3.5,
+                                      mew=0.9))
+            labels.append("unstable")
+        fig.legend(handles, labels, loc="outside upper center", ncol=len(labels),
+                   frameon=False, columnspacing=1.0, handletextpad=0.4)
         fig.colorbar(shaded, ax=axes[0].tolist(), orientation="horizontal", shrink=0.7,
                      label="|Ā(z)| where below 1", ticks=levels)
     return fig
