@@ -1,9 +1,13 @@
 """pytest configuration for the whole repository: the package tests and the chapters."""
 
-# The package test files that take longest (25-65 s each on one worker of the 2-core CI
-# machine), longest first.
-SLOWEST_TEST_FILES = ("test_train.py", "test_model.py", "test_layer_contract.py", "test_kernels.py",
-                      "test_widgets.py", "test_s4.py", "test_s5.py", "test_s4d.py", "test_dss.py")
+# The package test files that take longest, longest first (measured with --durations on the
+# 2-core machine: test_hostile_training.py starts real processes and kills them; 25-130 s each
+# on one worker).
+SLOWEST_TEST_FILES = ("test_hostile_training.py", "test_layer_contract.py", "test_model.py",
+                      "test_checkpoint.py", "test_discretize.py", "test_hostile_layers.py",
+                      "test_cli.py", "test_kernels.py", "test_train.py", "test_s4d.py",
+                      "test_readme.py", "test_hippo.py", "test_s5.py", "test_s6.py",
+                      "test_widgets.py", "test_precision.py", "test_s4.py")
 
 
 def pytest_collection_modifyitems(config, items):
