@@ -171,6 +171,18 @@ class ModelConfig:
         return cls(**values)
 
     @classmethod
+    def of(cls, layer: str | ModelConfig, **kwargs) -> ModelConfig:
+        """The config a model is built from: ``layer`` itself if it is a ModelConfig (then no
+        keywords), else a layer name with the fields and layer options as keywords
+        (:meth:`from_kwargs`)."""
+        if isinstance(layer, cls):
+            if kwargs:
+                raise ValueError("pass either a ModelConfig or keyword arguments, not both; got "
+                                 f"also {sorted(kwargs)}.")
+            return layer
+        return cls.from_kwargs(layer=layer, **kwargs)
+
+    @classmethod
     def from_kwargs(cls, **kwargs) -> ModelConfig:
         """The config of a model built with flat keywords, ``SequenceClassifier("s4d", 1, 10,
         d_model=64, init="lin")``: the fields by name, every other keyword a layer option."""

@@ -106,13 +106,7 @@ class SequenceModel(nnx.Module):
     """
 
     def __init__(self, layer: str | ModelConfig, d_input: int, *, rngs: nnx.Rngs, **kwargs):
-        if isinstance(layer, ModelConfig):
-            if kwargs:
-                raise ValueError("pass either a ModelConfig or keyword arguments, not both; got "
-                                 f"also {sorted(kwargs)}.")
-            config = layer
-        else:
-            config = ModelConfig.from_kwargs(layer=layer, **kwargs)
+        config = ModelConfig.of(layer, **kwargs)
         self.config = config
         self.d_input = check_positive_int("d_input", d_input)
         self.d_model = config.d_model

@@ -109,13 +109,7 @@ def build_model(layer: str | ModelConfig, dataset: Dataset, *, seed: int = 0,
     as the official S4 sets its ``l_max`` from the data: a kernel of 1024 taps for
     sequences of 40 steps would cost 25 times the work for nothing.
     """
-    if isinstance(layer, ModelConfig):
-        if kwargs:
-            raise ValueError("pass either a ModelConfig or keyword arguments, not both; got "
-                             f"also {sorted(kwargs)}.")
-        config = layer
-    else:
-        config = ModelConfig.from_kwargs(layer=layer, **kwargs)
+    config = ModelConfig.of(layer, **kwargs)
     if (REFERENCE_LENGTH in inspect.signature(LAYERS[config.layer].__init__).parameters
             and REFERENCE_LENGTH not in config.layer_options):
         config = dataclasses.replace(
