@@ -21,7 +21,6 @@ from flax import nnx
 from annotated_ssm import __version__, checkpoint
 from annotated_ssm.checkpoint import (check_checkpoint_path, load_model, read_checkpoint_info, restore_checkpoint,
                                       save_checkpoint)
-from annotated_ssm.data import Dataset
 from annotated_ssm.model import CausalSequenceModel, SequenceClassifier
 from annotated_ssm.train import make_optimizer, TrainConfig
 
@@ -264,25 +263,3 @@ def test_corrupted_or_foreign_checkpoints_get_accurate_messages(tmp_path):
         load_model(path)
     with pytest.raises(ValueError, match="not a directory"):
         load_model(tmp_path / "missing")
-
-
-def readme_section(title: str) -> list[str]:
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    section = readme.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
-
-
-def test_readme_save_restore_and_resume_snippets_run(tmp_path, monkeypatch, capsys):
-    snippets = readme_section("Save, restore and resume")
-    assert len(snippets) == 3
-    monkeypatch.chdir(tmp_path)
-    namespace = {}
-    for code in snippets:
-        exec(compile(code, "README.md", "exec"), namespace)
-    printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "True"  # the restored model's test accuracy equals the trained one's
-    assert " ± " in printed[1] and "seeds 0:" in printed[1]
-    assert namespace["history"].epoch == [1, 2, 3, 4]  # the whole run's history
-    assert listing(tmp_path / "models") == ["s4d"] and listing(tmp_path / "runs") == ["s4d-run"]
-    assert listing(tmp_path / "runs" / "s4d-run") == ["best", "history.csv", "history.json", "last"]
-    assert isinstance(namespace["data"], Dataset)
