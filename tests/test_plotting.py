@@ -113,7 +113,8 @@ def _figures():
                    np.abs(1 + np.linspace(-0.1, 0.1, 9)
                           + 1j * np.linspace(-0.5, 0.5, 11)[:, None]))),
         "s4_init_kernels_figure": lambda: plotting.s4_init_kernels_figure(
-            {"Δ = 0.001": kernels[0], "Δ = 0.1": np.cos(np.arange(100.0)) * kernels[1]}),
+            {"Δ = 0.001": kernels[0], "Δ = 0.1": np.cos(np.arange(100.0)) * kernels[1]},
+            {"Δ = 0.001": 99, "Δ = 0.1": 46}),
         "folded_kernel_figure": lambda: plotting.folded_kernel_figure(
             kernels[1], 25, kernels[1][:25], kernels[1][:25]),
         "c_tilde_gap_figure": lambda: plotting.c_tilde_gap_figure(

@@ -934,14 +934,15 @@ def stability_map_figure(real, imag, magnitudes: dict, *, points=None,
 __all__ += ["s4_init_kernels_figure", "folded_kernel_figure", "c_tilde_gap_figure"]
 
 
-def s4_init_kernels_figure(kernels: dict, *, fraction: float = 0.01):
+def s4_init_kernels_figure(kernels: dict, reach: dict, *, fraction: float = 0.01):
     """Kernels of one S4 channel at several steps Δ, one panel each, stacked on a shared log ℓ
-    axis (ℓ ≥ 1), each scaled to its largest tap; a dotted line marks the last tap above
-    ``fraction`` of that largest one.
+    axis (ℓ ≥ 1), each scaled to its largest tap; a dotted line marks its reach, the last tap
+    above ``fraction`` of that largest one (measured by the caller, which checks it).
 
     Args:
         kernels: {label: (L,) kernel}, e.g. {"Δ = 0.001": K, ...}.
-        fraction: the level, relative to each kernel's largest tap, that the lines mark.
+        reach: {label: index of the last tap above ``fraction`` of the largest}.
+        fraction: the level the reach was measured at (for the titles).
     """
     n = len(kernels)
     with page_style():
@@ -949,7 +950,7 @@ def s4_init_kernels_figure(kernels: dict, *, fraction: float = 0.01):
         for index, (ax, (label, kernel)) in enumerate(zip(axes[:, 0], kernels.items())):
             kernel = np.asarray(kernel, dtype=float)
             scaled = kernel / np.max(np.abs(kernel))
-            last = int(np.nonzero(np.abs(scaled) > fraction)[0].max())
+            last = reach[label]
             ax.plot(np.arange(1, scaled.size), scaled[1:], color=f"C{index}", lw=1)
             ax.axvline(last, color="0.3", lw=1, ls=":")
             ax.axhline(0, color="0.6", lw=0.6)
