@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import math
-import os
 import pathlib
 import shlex
 import signal
@@ -36,9 +36,9 @@ from .config import ModelConfig, TrainConfig
 from .data import DATASET_TASKS, DATASETS, check_dataset_installed, load_dataset
 from .layers import LAYERS
 from .model import check_model_fits
-from .runs import (BEST, HISTORY_FILES, LAST, TrainingInterrupted, check_resume,
-                   check_run_folder, read_run)
-from .train import DivergedError, build_model, count_params, count_steps, fit
+from .runs import HISTORY_FILES, RunFolder
+from .train import (DivergedError, Signals, TrainingInterrupted, build_model, count_params,
+                    count_steps, fit)
 
 __all__ = ["main"]
 
@@ -196,11 +196,14 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
     values["layer_options"] = _layer_options(values["layer_options"])
     if args.resume is not None:
         given = _given_options(argv)
-        info, state = read_run(args.resume)
+        with RunFolder(args.resume, TrainConfig(), resume=True, dry_run=True) as folder:
+            info, state = folder.read_metadata(), folder.read_state()
         stored = {**info["architecture"], **(info.get("train_config") or {})}
         values.update({k: v for k, v in stored.items() if k not in given and k in values})
+        if "layer_options" in given:  # the package's own (S4's reference length) stay stored
+            values["layer_options"] = {**stored["layer_options"], **values["layer_options"]}
         if "dataset" not in given:
-            args.dataset = state["dataset"]["name"]
+            args.dataset = state.dataset["name"]
             if args.dataset not in DATASETS:
                 raise ValueError(f"the run in {str(args.resume)!r} was trained on the data set "
                                  f"{args.dataset!r}, which the command line cannot load; resume "
@@ -211,11 +214,12 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
 
 
 def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
-                          args: argparse.Namespace) -> None:
+                          args: argparse.Namespace) -> str | None:
     """What the configs' checks cannot know without the command's other options: the data
     set's module installed, the model against the data set's task, its size against the
-    memory, the run folder (every name a save creates), and with ``--resume`` that the saved
-    run used the same options. Sets ``args.checkpoint`` to the ``--resume`` folder."""
+    memory, the run folder (free, and every name a save creates), and with ``--resume`` that
+    the saved run used the same options. Sets ``args.checkpoint`` to the ``--resume`` folder.
+    Returns what to say of a finished run that ``--resume`` has nothing to add to."""
     if args.resume is not None:
         if args.checkpoint is not None and args.checkpoint.absolute() != args.resume.absolute():
             raise ValueError("--resume DIR continues the run in DIR and saves it there; leave "
@@ -223,35 +227,38 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
         if args.overwrite:
             raise ValueError("--resume continues a run, --overwrite replaces it: give one.")
         args.checkpoint = args.resume
+    if args.overwrite and args.checkpoint is None:
+        raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
     check_dataset_installed(args.dataset)
     model_config.check_task(DATASET_TASKS[args.dataset])
     n_outputs = 1 if DATASET_TASKS[args.dataset] == "regression" else 2  # at least
     check_model_fits(model_config, 1, n_outputs, copies=4)  # weights, gradients, 2 moments
-    if args.overwrite and args.checkpoint is None:
-        raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
-    if args.checkpoint is not None:
-        path = check_run_folder(args.checkpoint, resume=args.resume is not None,
-                                overwrite=args.overwrite)
-        if args.resume is not None:
-            check_resume(path, config, model_config.to_dict(), args.dataset)
+    if args.checkpoint is None:
+        return None
+    with RunFolder(args.checkpoint, config, resume=args.resume is not None,
+                   overwrite=args.overwrite, dry_run=True) as folder:
+        if args.resume is None:
+            return None
+        state = folder.check_resume(config, model_config.to_dict(), args.dataset)
+        stored_epochs = folder.read_metadata()["train_config"]["epochs"]
+    if state.finished and config.epochs <= stored_epochs:
+        return (f"the run in {str(args.resume)!r} is finished ({state.step} updates, "
+                f"{stored_epochs} epochs); nothing to train. Give --epochs larger than "
+                f"{stored_epochs} to extend it.")
+    return None
 
 
-def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_steps: int
-                    ) -> tuple[str, bool]:
-    """What resuming the run in ``folder`` does, and whether anything is left to train."""
-    info, state = read_run(folder)
-    step, stored_epochs = state["step"], info["train_config"]["epochs"]
-    if state["finished"] and step >= total_steps:
-        return (f"the run in {str(folder)!r} is finished ({step} updates, {stored_epochs} "
-                f"epochs); nothing to train. Give --epochs larger than {stored_epochs} to extend "
-                "it.", False)
+def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_steps: int) -> str:
+    """What resuming the run in ``folder`` does."""
+    with RunFolder(folder, config, resume=True, dry_run=True) as run:
+        state, stored_epochs = run.read_state(), run.read_metadata()["train_config"]["epochs"]
     per_epoch = count_steps(dataclasses.replace(config, epochs=1, max_steps=None), dataset)
     message = ""
     if config.epochs > stored_epochs:
         message = (f"extending the run from {stored_epochs} to {config.epochs} epochs: the "
                    f"learning-rate schedule is recomputed for {total_steps} updates.\n")
-    epoch = min(step // per_epoch + 1, config.epochs)  # the epoch under way, or the next
-    return message + f"resuming from update {step} (epoch {epoch} of {config.epochs})", True
+    epoch = min(state.step // per_epoch + 1, config.epochs)  # the epoch under way, or the next
+    return message + f"resuming from update {state.step} (epoch {epoch} of {config.epochs})"
 
 
 def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list[str]:
@@ -264,7 +271,7 @@ def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list
         test = f"test accuracy {summary['test_accuracy']}, " + test
     lines.append(f"best epoch {summary['best_epoch']}: {test}")
     if folder is not None:
-        lines.append(f"saved in {str(folder)!r}: {BEST}/ (best epoch), {LAST}/ (training state), "
+        lines.append(f"saved in {str(folder)!r}: the best epoch and the last training state, "
                      f"{', '.join(HISTORY_FILES)}")
     return lines
 
@@ -287,57 +294,76 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         model_config, config = _configs(args, argv)
-        _check_before_loading(model_config, config, args)
+        finished = _check_before_loading(model_config, config, args)
     except (ValueError, TypeError, OSError, ImportError) as error:
         parser.exit(2, f"error: {error}\n")
+    if finished:  # --resume of a finished run: nothing to load or build
+        print(finished)
+        return 0
     try:
-        dataset = load_dataset(args.dataset)
-        try:
-            total_steps = count_steps(config, dataset)  # the batch against the training split
-        except ValueError as error:
-            parser.exit(2, f"error: {error}\n")
-        try:
-            model = build_model(model_config, dataset, seed=config.seed)
-        except (ValueError, TypeError) as error:  # an option value the layer refuses
-            parser.exit(2, f"error: layer {model_config.layer!r} refuses its options: {error}\n")
-        print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
-              f"{len(jax.local_devices())} device(s), {total_steps} "
-              "optimiser updates", flush=True)
-        if args.resume is not None:
-            message, train_on = _resume_message(args.resume, config, dataset, total_steps)
-            print(message, flush=True)
-            if not train_on:
-                return 0
+        with _raising_on(signal.SIGTERM, signal.SIGHUP):  # no JAX call yet: safe to raise
+            dataset = load_dataset(args.dataset)
+    except KeyboardInterrupt:
+        parser.exit(130, "interrupted while loading the data; nothing to save yet: run the same "
+                         "command again.\n")
+    try:
+        total_steps = count_steps(config, dataset)  # the batch against the training split
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+    try:
+        with Signals() as signals:  # from here on JAX compiles: signals only set a flag
+            try:
+                model = build_model(model_config, dataset, seed=config.seed)
+            except (ValueError, TypeError) as error:  # an option value the layer refuses
+                parser.exit(2, f"error: layer {model_config.layer!r} refuses its options: "
+                               f"{error}\n")
+            print(f"{dataset}\n{model_config.layer}: {count_params(model):,} parameters on "
+                  f"{len(jax.local_devices())} device(s), {total_steps} optimiser updates",
+                  flush=True)
+            if args.resume is not None:
+                print(_resume_message(args.resume, config, dataset, total_steps), flush=True)
+            if signals.stop:
+                parser.exit(128 + signals.stop, f"interrupted by "
+                            f"{signal.Signals(signals.stop).name} before the first update; "
+                            "nothing to save yet: run the same command again.\n")
         history = fit(model, dataset, config, checkpoint=args.checkpoint,
                       resume_from=args.resume, overwrite=args.overwrite)
-        summary = {"layer": model_config.layer, "dataset": args.dataset,
-                   "epochs": len(history.epoch),
-                   "steps": history.steps[-1], "best_epoch": history.best_epoch,
-                   "test_loss": round(history.test_loss, 4),
-                   "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
-        if dataset.task == "classification":
-            summary["test_accuracy"] = round(history.test_accuracy, 4)
-            summary["val_accuracy"] = [round(v, 4) for v in history.val_accuracy]
-        if history.stopped:
-            summary["stopped"] = history.stopped
-        if args.checkpoint is not None:
-            folder = args.checkpoint.absolute()
-            summary["checkpoint"] = str(folder / LAST)
-            if (folder / BEST).exists():
-                summary["best"] = str(folder / BEST)
     except TrainingInterrupted as stopped:
+        where = ("nothing was saved (give --checkpoint DIR to save the training state)"
+                 if stopped.path is None else f"the training state is saved in "
+                 f"{str(stopped.path)!r}. Continue with: {PROG} --resume "
+                 f"{shlex.quote(str(stopped.path))}")
         parser.exit(128 + stopped.signal, f"interrupted by {signal.Signals(stopped.signal).name} "
-                    f"at update {stopped.step}; the training state is saved in "
-                    f"{str(stopped.path / LAST)!r}. Continue with: {PROG} --resume "
-                    f"{shlex.quote(str(stopped.path))}\n")
-    except KeyboardInterrupt:
-        parser.exit(130, "error: interrupted; nothing was saved (give --checkpoint DIR to save the "
-                         "training state).\n")
+                    f"at update {stopped.step}; {where}\n")
     except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")
+    summary = {"layer": model_config.layer, "dataset": args.dataset, "epochs": len(history.epoch),
+               "steps": history.steps[-1], "best_epoch": history.best_epoch,
+               "test_loss": round(history.test_loss, 4),
+               "seconds_per_epoch": round(history.seconds_per_epoch, 2)}
+    if dataset.task == "classification":
+        summary["test_accuracy"] = round(history.test_accuracy, 4)
+        summary["val_accuracy"] = [round(v, 4) for v in history.val_accuracy]
+    if history.stopped:
+        summary["stopped"] = history.stopped
+    if args.checkpoint is not None:
+        summary["checkpoint"] = str(args.checkpoint.absolute())
     print(json.dumps(summary) if args.json else "\n".join(_summary_lines(summary, args.checkpoint)))
     return 0
+
+
+@contextlib.contextmanager
+def _raising_on(*signals):
+    """``signals`` raise KeyboardInterrupt meanwhile, like Ctrl-C."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 if __name__ == "__main__":

@@ -1,33 +1,29 @@
-"""The run folder: where ``fit`` keeps a run it can resume, and the checks that it may.
+"""The run folder: where ``fit`` keeps a run it can resume, with one writer at a time.
 
-A run folder holds two checkpoints (:mod:`annotated_ssm.checkpoint`, each a folder of orbax's
-numbered versions, the newest complete one counting), never mixed::
+A run folder is one orbax ``CheckpointManager`` (:mod:`annotated_ssm.checkpoint`), opened once
+per ``fit``, plus the history::
 
-    RUN/last/N/   the training state: model, optimiser, dropout streams, and in its JSON the
-                  update count, this epoch's losses, the history, the best score and a
-                  fingerprint of the data set
-    RUN/best/N/   the best epoch's model on validation
+    RUN/N/                 a save after optimiser update N: model, optimiser, dropout streams,
+                           and in its JSON the architecture, the TrainConfig and the
+                           TrainingState (update count, this epoch's losses, history, best
+                           score, a fingerprint of the data set)
     RUN/history.json, RUN/history.csv
-                  the per-epoch history (JSON adds the test result at the end), rewritten
-                  at each epoch's end (written to a temporary file, then renamed)
+                           the per-epoch history, rewritten at each epoch's end
+    RUN/.annotated_ssm.lock
+                           held (``flock``) while a process trains here
 
-``last`` is saved after the first update (so a run stopped at any later time has something
-to resume), at every multiple of ``save_every_steps`` updates and when ``save_every_minutes``
-minutes have passed since the last save, when the
-process gets SIGINT (Ctrl-C) or SIGTERM (``kill``, ``docker stop``, a cluster's preemption),
-and at the end; SIGKILL (``kill -9``) cannot be caught and loses what was trained since the
-last save. ``best`` is saved after each new best epoch. A save that is stopped leaves the
-previous version; a crash between the two checkpoints' saves leaves a ``best`` newer than
-``last``, which the resumed run recomputes. :func:`check_resume` is the one check that a
-run may be resumed with given settings (``fit`` and the command line both call it).
+Orbax's policies decide what is kept and when to save: the newest save and the best epoch's
+(saved with its validation score as the version's metric) are kept; a save is made after the
+first update, every ``save_every_steps`` updates, when ``save_every_minutes`` have passed, at
+each new best epoch, on a signal and at the end. ``load_model(RUN)`` reads the best epoch.
 
-Nothing a run saved is replaced silently: a new run into a folder that holds one is refused
-unless it is asked to overwrite (then only the names above are removed) or to resume. A
-resumed run may be given more epochs than it was started with: the warm-up + cosine
-learning-rate schedule is then recomputed for the new total of updates and training goes on
-from the saved update on that new schedule (the learning rate there is the new schedule's, so
-it steps up from where the old schedule had brought it); with the same epochs a resumed run is
-bit for bit the uninterrupted one.
+The lock is the operating system's: it is released when the process ends, however it ends
+(kill -9 included), so there is never a stale lock to remove by hand and no process id is
+trusted. Nothing a run saved is replaced silently: a new run into a folder that holds one is
+refused unless it is asked to overwrite (then only the names above are removed) or to resume.
+A resumed run may be given more epochs: the learning-rate schedule is recomputed for the new
+total and training goes on from the saved update; with the same epochs a resumed run is bit
+for bit the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -35,37 +31,32 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import fcntl
 import io
 import json
 import math
 import os
 import pathlib
 import shutil
-import signal
-import threading
-import time
+import socket
+import tempfile
 import zlib
 from typing import Any
 
-import jax
 import numpy as np
-from flax import nnx
+import orbax.checkpoint as ocp
 
-from .checkpoint import (BEST, LAST, as_json, check_checkpoint_path, check_folder,
-                         checkpoint_metadata, load_model, read_checkpoint_info,
-                         remove_unfinished_saves, restore_checkpoint, save_checkpoint)
+from .checkpoint import (METADATA, UNFINISHED, check_checkpoint_path, metadata, open_manager,
+                         read, restore, save_args, write)
 from .config import TrainConfig
 from .data import Dataset
 
-__all__ = ["History", "TrainingInterrupted", "Run", "open_run", "check_run_folder",
-           "check_resume", "read_run", "fingerprint", "BEST", "LAST", "HISTORY_FILES",
-           "SAVING_SIGNALS"]
+__all__ = ["History", "TrainingState", "RunFolder", "fingerprint", "HISTORY_FILES"]
 
-SAVING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 HISTORY_FILES = ("history.json", "history.csv")
-# Every name a run creates in its folder (with the temporary files of an atomic write): the
-# only names a run folder may hold, and the only ones --overwrite removes.
-RUN_NAMES = (LAST, BEST, *HISTORY_FILES, *(f"{name}.tmp" for name in HISTORY_FILES))
+LOCK = ".annotated_ssm.lock"
+RUN_FILES = (*HISTORY_FILES, LOCK)  # besides orbax's versions, all a run folder may hold
+policies = ocp.checkpoint_managers
 
 
 @dataclasses.dataclass
@@ -93,6 +84,8 @@ class History:
     test_accuracy: float = float("nan")
     stopped: str = ""
 
+    COLUMNS = ("epoch", "steps", "train_loss", "val_loss", "val_accuracy", "epoch_time")
+
     @property
     def seconds_per_epoch(self) -> float:
         """Median epoch time, leaving out the first epoch (it includes jit compilation)."""
@@ -101,11 +94,10 @@ class History:
 
     def to_csv(self) -> str:
         """The per-epoch lists as CSV, one row per epoch (NaN as an empty field)."""
-        columns = ("epoch", "steps", "train_loss", "val_loss", "val_accuracy", "epoch_time")
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(columns)
-        for row in zip(*(getattr(self, c) for c in columns)):
+        writer.writerow(self.COLUMNS)
+        for row in zip(*(getattr(self, c) for c in self.COLUMNS)):
             writer.writerow("" if isinstance(v, float) and math.isnan(v) else v for v in row)
         return text.getvalue()
 
@@ -124,60 +116,69 @@ class History:
         return cls(**{k: v if k == "best_epoch" else number(v) for k, v in values.items()})
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """SIGINT (Ctrl-C) or SIGTERM stopped ``fit`` after it saved the training state: ``step``
-    is the last optimiser update done, ``signal`` the signal's number, ``path`` the run folder
-    to give ``fit(..., resume_from=path)`` (or ``annotated-ssm-train --resume path``)."""
+@dataclasses.dataclass
+class TrainingState:
+    """Where ``fit`` is; the loop owns it, a run folder saves it. ``step`` counts optimiser
+    updates (the one name of that counter); ``epoch_losses`` are this epoch's so far."""
 
-    def __init__(self, step: int, path: pathlib.Path, signum: int = signal.SIGINT):
-        super().__init__(f"interrupted by {signal.Signals(signum).name} at update {step}; the "
-                         f"training state is saved in {str(path / LAST)!r}: resume with "
-                         f"fit(..., resume_from={str(path)!r}).")
-        self.step, self.path, self.signal = step, path, signum
+    total_steps: int
+    step: int = 0
+    epoch_losses: list = dataclasses.field(default_factory=list)
+    history: History = dataclasses.field(default_factory=History)
+    best_score: float = -math.inf
+    finished: bool = False
+    dataset: dict | None = None
 
+    def to_json(self) -> dict:
+        return {"total_steps": self.total_steps, "step": self.step, "finished": self.finished,
+                "epoch_losses": [float(v) for v in self.epoch_losses],
+                "history": self.history.to_json(), "dataset": self.dataset,
+                "best_score": None if self.best_score == -math.inf else self.best_score}
 
-def _not_a_runs(path: pathlib.Path) -> list[str]:
-    return [p.name for p in path.iterdir() if p.name not in RUN_NAMES]
-
-
-def _describe_run(path: pathlib.Path) -> str:
-    """"a finished run (120 updates)", "an unfinished run (update 7 of 120)" or "files of a run"."""
-    if not (path / LAST).exists():
-        return f"files of a run ({sorted(p.name for p in path.iterdir())})"
-    state = read_checkpoint_info(path / LAST).get("training_state") or {}
-    if state.get("finished", True):
-        return f"a finished run ({state.get('step')} updates)"
-    return f"an unfinished run (update {state.get('step')} of {state.get('total_steps')})"
-
-
-def check_run_folder(path: str | os.PathLike, *, resume: bool = False,
-                     overwrite: bool = False) -> pathlib.Path:
-    """``path`` (absolute) if ``fit`` may keep a run there; else ValueError or OSError.
-
-    Allowed: a new path, an empty folder, or a run folder (only the names a run creates:
-    ``last/`` and ``best/``, each a checkpoint ``check_checkpoint_path`` accepts, and the
-    history files). A folder that holds a run, finished or not, is refused unless ``resume``
-    (it is continued) or ``overwrite`` (a new run replaces it) is given.
-    """
-    path = check_folder(path, _not_a_runs, "run folder")
-    for name in (LAST, BEST):
-        check_checkpoint_path(path / name)
-    if not (resume or overwrite) and path.is_dir() and any(path.iterdir()):
-        raise ValueError(f"{str(path)!r} holds {_describe_run(path)}, and nothing a run saved is "
-                         "replaced without asking: continue it (--resume DIR, or fit(..., "
-                         "resume_from=DIR)), replace it (--overwrite, or fit(..., overwrite=True)) "
-                         "or choose another folder.")
-    return path
-
-
-def remove_run(path: pathlib.Path) -> None:
-    """Remove what a run created in ``path`` (``RUN_NAMES``; ``check_run_folder`` has made sure
-    that the folder holds nothing else)."""
-    for name in RUN_NAMES:
-        if (path / name).is_dir():
-            shutil.rmtree(path / name)
-        elif (path / name).exists():
-            (path / name).unlink()
+    @classmethod
+    def from_json(cls, values: Any, where: pathlib.Path) -> TrainingState:
+        """The state stored in ``where``; ValueError naming the field if anything in it is
+        of the wrong type, out of range or inconsistent with the rest (a tampered file)."""
+        def need(ok: bool, field: str, what: str) -> None:
+            if not ok:
+                value = values.get(field) if isinstance(values, dict) else values
+                raise ValueError(f"the training state in {str(where)!r} is corrupted: {field} is "
+                                 f"{value!r:.80}, which is not {what}. Start the run again (or "
+                                 "in another folder).")
+        def integer(v, low=0, high=2**53):
+            return type(v) is int and low <= v <= high
+        def numbers(v):
+            return isinstance(v, list) and all(x is None or type(x) in (int, float) for x in v)
+        need(isinstance(values, dict), "the training state", "a dict")
+        need(integer(values.get("total_steps"), 1), "total_steps", "an integer >= 1")
+        need(integer(values.get("step"), 0, values["total_steps"]), "step",
+             f"an integer in [0, total_steps = {values['total_steps']}]")
+        need(type(values.get("finished")) is bool, "finished", "true or false")
+        need(numbers(values.get("epoch_losses")), "epoch_losses", "a list of numbers")
+        need(values.get("best_score") is None or type(values["best_score"]) in (int, float),
+             "best_score", "a number or null")
+        dataset = values.get("dataset")
+        need(isinstance(dataset, dict) and isinstance(dataset.get("name"), str)
+             and integer(dataset.get("crc32"), 0, 2**32), "dataset", "a data set's fingerprint")
+        history = values.get("history")
+        need(isinstance(history, dict) and set(history) == {
+            f.name for f in dataclasses.fields(History)}, "history", "a History's fields")
+        for column in History.COLUMNS:
+            need(numbers(history[column]) and len(history[column]) == len(history["epoch"]),
+                 f"history.{column}", f"a list of {len(history['epoch'])} numbers")
+        epochs, steps = history["epoch"], history["steps"]
+        need(epochs == list(range(1, len(epochs) + 1)), "history.epoch", "1, 2, …")
+        need(all(integer(s, 0, values["step"]) for s in steps) and steps == sorted(steps),
+             "history.steps", f"increasing update counts up to step = {values['step']}")
+        need(values["step"] - (steps[-1] if steps else 0) == len(values["epoch_losses"]),
+             "epoch_losses", "one loss per update since the last epoch's end")
+        need(history["best_epoch"] is None or history["best_epoch"] in epochs,
+             "history.best_epoch", "null or one of the epochs")
+        state = cls(**{k: values[k] for k in ("total_steps", "step", "finished", "dataset")})
+        state.epoch_losses = list(np.asarray(values["epoch_losses"], np.float32))
+        state.history = History.from_json(history)
+        state.best_score = -math.inf if values["best_score"] is None else values["best_score"]
+        return state
 
 
 def fingerprint(dataset: Dataset) -> dict[str, Any]:
@@ -189,179 +190,185 @@ def fingerprint(dataset: Dataset) -> dict[str, Any]:
             "crc32": crc(dataset.x_train) ^ crc(dataset.y_train)}
 
 
-def check_resume(folder: str | os.PathLike, config: TrainConfig, architecture: dict,
-                 dataset: Dataset | str) -> tuple[dict, dict]:
-    """(metadata, training state) of the run saved in ``folder``, if it may be resumed with
-    ``config``, a model of ``architecture`` (the entries given are compared: a model's
-    ``architecture``, or a ``ModelConfig.to_dict()`` before the data is known) and
-    ``dataset`` (a data set, or only its name); else ValueError naming every difference."""
-    folder = pathlib.Path(folder).absolute()
-    info, state = read_run(folder)
-    stored = {**info["architecture"], **(info.get("train_config") or {})}
-    given = {**as_json(architecture), **dataclasses.asdict(config)}
-    differ = [f"{k}: stored {stored.get(k)!r}, given {v!r}" for k, v in given.items()
-              if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != v
-              and not (k == "epochs" and isinstance(stored.get(k), int) and v > stored[k])]
-    ours = fingerprint(dataset) if isinstance(dataset, Dataset) else {"name": dataset}
-    differ += [f"data set {k}: stored {state['dataset'].get(k)!r}, given {v!r}"
-               for k, v in ours.items() if state["dataset"].get(k) != v]
-    if differ:
-        raise ValueError(f"the run in {str(folder)!r} was started with other settings "
-                         f"({'; '.join(differ)}); resume it with the same ones (only "
-                         f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change, and epochs "
-                         "may grow).")
-    return info, state
+class RunFolder:
+    """A run folder opened for one ``fit``: locked against other processes, with one orbax
+    manager. ``resume``: continue the run there; ``overwrite``: replace it; neither: the
+    folder must hold no run. ``config`` sets the save interval. ``dry_run``: only check all
+    that (and read), changing nothing. Close it (or use ``with``)."""
 
-
-def read_run(folder: str | os.PathLike) -> tuple[dict, dict]:
-    """(metadata, training state) of the run saved in ``folder/last``; ValueError if there is
-    none. The metadata holds the run's ``architecture`` and ``train_config``; the training
-    state its ``step``, ``total_steps``, ``finished``, ``history`` and ``dataset``."""
-    folder = pathlib.Path(folder).absolute()
-    if not (folder / LAST).is_dir():
-        raise ValueError(f"there is no run to resume in {str(folder)!r} (it holds no {LAST!r} "
-                         "checkpoint); start the run without resume_from / --resume.")
-    info = read_checkpoint_info(folder / LAST)
-    state = info.get("training_state")
-    if not isinstance(state, dict) or "history" not in state:
-        raise ValueError(f"{str(folder / LAST)!r} holds no training state (it was not saved by "
-                         "fit); resume from a run folder that fit or the command line saved to.")
-    return info, state
-
-
-class Run:
-    """Where ``fit`` is (``update``, history, best score, this epoch's losses), saved to and
-    restored from a run folder. Without a folder (``path`` None) it only keeps the numbers."""
-
-    def __init__(self, path: pathlib.Path | None, config: TrainConfig, dataset: Dataset,
-                 total_steps: int):
-        self.path, self.config, self.total_steps = path, config, total_steps
-        self.fingerprint = fingerprint(dataset) if path is not None else None
-        self.history = History()
-        self.update = 0
-        self.best_score, self.best_state, self.best_unsaved = -math.inf, None, False
-        self.epoch_losses: list = []  # this epoch's losses (device arrays or floats)
-        self.saved_update, self.saved_time = None, time.monotonic()
-        self.finished = False  # resumed from a run that had ended: nothing left to train
-        self.signal = None  # the number of a signal that asked to save and stop
-
-    def training_state(self, finished: bool) -> dict:
-        best = None if self.history.best_epoch is None else {"epoch": self.history.best_epoch,
-                                                            "score": self.best_score}
-        return {"step": self.update, "total_steps": self.total_steps, "finished": finished,
-                "epoch_losses": [float(v) for v in jax.device_get(self.epoch_losses)],
-                "history": self.history.to_json(), "best": best, "dataset": self.fingerprint}
-
-    def save_due(self) -> bool:
-        """Is a save of the training state due now? The first update of a run is saved at
-        once, so that a run stopped later always has something to resume."""
-        if self.path is None or self.update == self.saved_update:
-            return False
-        every, minutes = self.config.save_every_steps, self.config.save_every_minutes
-        return (self.signal is not None or self.saved_update is None
-                or (every is not None and self.update % every == 0)
-                or (minutes is not None and time.monotonic() - self.saved_time >= 60 * minutes))
-
-    def save(self, model, optimizer, *, finished: bool = False) -> None:
-        if self.best_unsaved:  # resumed from another folder: carry its best model over
-            self.save_best(model)
-        save_checkpoint(self.path / LAST, model, optimizer, config=self.config,
-                        training_state=self.training_state(finished))
-        self.saved_update, self.saved_time = self.update, time.monotonic()
-
-    def new_best(self, model, score: float, epoch: int) -> None:
-        self.best_score, self.history.best_epoch = score, epoch
-        self.best_state = jax.device_get(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))
-        if self.path is not None:
-            self.save_best(model)
-
-    def save_best(self, model) -> None:
-        best = nnx.clone(model)
-        nnx.update(best, self.best_state)
-        save_checkpoint(self.path / BEST, best, config=self.config,
-                        training_state={"epoch": self.history.best_epoch, "score": self.best_score})
-        self.best_unsaved = False
-
-    def resume(self, folder: str | os.PathLike, model, optimizer, dataset: Dataset) -> None:
-        """Restore model, optimiser, dropout streams and progress from ``folder/last``."""
-        folder = pathlib.Path(folder).absolute()
-        _, state = check_resume(folder, self.config, model.architecture, dataset)
-        restore_checkpoint(folder / LAST, model, optimizer)
-        self.update = state["step"]
-        # a finished run given more epochs (check_resume allows it) trains on
-        self.finished = bool(state["finished"]) and self.update >= self.total_steps
-        self.history = History.from_json(state["history"])
-        self.epoch_losses = list(np.asarray(state["epoch_losses"], np.float32))
-        if state["best"] is not None:
-            self.best_score = state["best"]["score"]
-            best_state = read_checkpoint_info(folder / BEST)["training_state"]
-            if best_state["epoch"] == state["best"]["epoch"]:
-                best = load_model(folder / BEST)
-                self.best_state = jax.device_get(nnx.state(best, nnx.Any(nnx.Param, nnx.BatchStat)))
-                self.best_unsaved = self.path is not None and self.path != folder
-            # else: best/ was saved by a later epoch just before a crash; that epoch is trained
-            # again and, being better, saved again, with the same weights.
-        self.saved_update = self.update if self.path == folder else None
-
-    def write_history(self) -> None:
-        """``history.json`` and ``history.csv`` in the run folder, each written to a temporary
-        file and renamed over the old one (a reader never sees half a file)."""
-        if self.path is None:
+    def __init__(self, path: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
+                 overwrite: bool = False, dry_run: bool = False):
+        self.manager = self.lock = None
+        _refuse_earlier_format(path)
+        self.path = check_checkpoint_path(path, allowed=RUN_FILES, kind="run folder")
+        self.created = not self.path.exists()
+        if self.created and resume:
+            raise ValueError(f"there is no run to resume in {str(self.path)!r} (no such folder); "
+                             "start the run without resume_from / --resume.")
+        if self.created and dry_run:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        for name, text in ((HISTORY_FILES[0], json.dumps(self.history.to_json(), indent=1)),
-                           (HISTORY_FILES[1], self.history.to_csv())):
-            temporary = self.path / f"{name}.tmp"
-            temporary.write_text(text)
-            os.replace(temporary, self.path / name)
-
-    @contextlib.contextmanager
-    def saving_on_signals(self):
-        """While training with a folder: SIGINT or SIGTERM only sets ``self.signal`` (``fit``
-        then saves and stops after the update under way); a second one raises
-        KeyboardInterrupt at once (a save it stops leaves the previous version intact)."""
-        if self.path is None or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def handler(signum, frame):
-            if self.signal is not None:
-                raise KeyboardInterrupt
-            self.signal = signum
-
-        previous = {s: signal.signal(s, handler) for s in SAVING_SIGNALS}
+        self.lock = _lock(self.path)
         try:
-            yield
-        finally:
-            for s, old in previous.items():
-                signal.signal(s, old)
+            self.manager = self._open_manager(config, read_only=dry_run)
+            holds = self.manager.latest_step() is not None
+            if resume and not holds:
+                raise ValueError(f"there is no run to resume in {str(self.path)!r} (it holds no "
+                                 "complete save); start the run without resume_from / --resume.")
+            if holds and not (resume or overwrite):
+                raise ValueError(
+                    f"{str(self.path)!r} holds {self.describe()}, and nothing a run saved is "
+                    "replaced without asking: continue it (--resume DIR, or fit(..., "
+                    "resume_from=DIR)), replace it (--overwrite, or fit(..., overwrite=True)) or "
+                    "choose another folder.")
+            if not dry_run and (overwrite or not holds):  # only what a run creates (checked)
+                self.manager.close()
+                for item in self.path.iterdir():
+                    if item.name.isdigit() or UNFINISHED.match(item.name):
+                        shutil.rmtree(item)
+                    elif item.name in HISTORY_FILES:
+                        item.unlink()
+                self.manager = self._open_manager(config)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_manager(self, config: TrainConfig, read_only: bool = False
+                      ) -> ocp.CheckpointManager:
+        if read_only:
+            return open_manager(self.path, read_only=True)
+        save_when = [policies.InitialSavePolicy()]
+        if config.save_every_steps is not None:
+            save_when.append(policies.FixedIntervalPolicy(config.save_every_steps))
+        if config.save_every_minutes is not None:
+            save_when.append(policies.ContinuousCheckpointingPolicy(
+                minimum_interval_secs=max(1, round(60 * config.save_every_minutes))))
+        keep = policies.AnyPreservationPolicy([policies.LatestN(1), policies.BestN(
+            get_metric_fn=lambda metrics: metrics["score"], reverse=False, n=1,
+            keep_checkpoints_without_metrics=False)])
+        return open_manager(self.path, cleanup_tmp_directories=True,
+                            save_decision_policy=policies.AnySavePolicy(save_when),
+                            preservation_policy=keep)
+
+    def describe(self) -> str:
+        """"a finished run (120 updates)" or "an unfinished run (update 7 of 120)"."""
+        state = self.read_state()
+        if state.finished:
+            return f"a finished run ({state.step} updates)"
+        return f"an unfinished run (update {state.step} of {state.total_steps})"
+
+    def read_metadata(self, version: int | None = None) -> dict:
+        """The JSON of the newest save (or of ``version``)."""
+        version = version or self.manager.latest_step()
+        return read(self.manager, {METADATA: ocp.args.JsonRestore()}, version)[METADATA]
+
+    def read_state(self, version: int | None = None) -> TrainingState:
+        version = version or self.manager.latest_step()
+        return TrainingState.from_json(self.read_metadata(version).get("training_state"),
+                                       self.path / str(version))
+
+    def check_resume(self, config: TrainConfig, architecture: dict,
+                     dataset: Dataset | str) -> TrainingState:
+        """The saved state, if the run may be resumed with ``config``, a model of
+        ``architecture`` (the entries given are compared; of the layer options, those given:
+        the package adds S4's reference length itself) and ``dataset`` (or only its name);
+        else ValueError naming every difference."""
+        info = self.read_metadata()
+        state = self.read_state()
+        stored = {**info["architecture"], **(info.get("train_config") or {})}
+        given = {**json.loads(json.dumps(architecture)), **dataclasses.asdict(config)}
+        options = stored.get("layer_options") or {}
+        given["layer_options"] = {**options, **given.get("layer_options", {})}
+        differ = [f"{k}: stored {stored.get(k)!r}, given {v!r}" for k, v in given.items()
+                  if k not in TrainConfig.RESUME_IRRELEVANT and stored.get(k) != v
+                  and not (k == "epochs" and v > stored.get(k, math.inf))]
+        ours = fingerprint(dataset) if isinstance(dataset, Dataset) else {"name": dataset}
+        differ += [f"data set {k}: stored {state.dataset.get(k)!r}, given {v!r}"
+                   for k, v in ours.items() if state.dataset.get(k) != v]
+        if differ:
+            raise ValueError(f"the run in {str(self.path)!r} was started with other settings "
+                             f"({'; '.join(differ)}); resume it with the same ones (only "
+                             f"{', '.join(TrainConfig.RESUME_IRRELEVANT)} may change, and epochs "
+                             "may grow).")
+        return state
+
+    def should_save(self, step: int) -> bool:
+        """Is a save due after update ``step`` by the interval policies?"""
+        return self.manager.should_save(step)
+
+    def save(self, state: TrainingState, model, optimizer, config: TrainConfig, *,
+             score: float | None = None) -> None:
+        """Save ``state`` with the model and optimiser as version ``state.step``; ``score``:
+        the epoch's validation score, when it is a new best."""
+        values = metadata(model, optimizer, config=config, training_state=state.to_json())
+        write(self.manager, state.step, save_args(values, model, optimizer),
+              metrics=None if score is None else {"score": score})
+
+    def restore(self, model, optimizer, version: int | None = None) -> None:
+        """Load the newest save (or ``version``) into ``model`` and ``optimizer``."""
+        restore(self.manager, model, optimizer, version or self.manager.latest_step())
+
+    def best_version(self) -> int | None:
+        return self.manager.best_step()
+
+    def write_history(self, history: History) -> None:
+        """``history.json`` and ``history.csv``, each written to a new temporary file (never
+        through a link) and renamed over the old one (a reader never sees half a file)."""
+        for name, text in ((HISTORY_FILES[0], json.dumps(history.to_json(), indent=1)),
+                           (HISTORY_FILES[1], history.to_csv())):
+            handle, temporary = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
+            try:
+                with os.fdopen(handle, "w") as file:
+                    file.write(text)
+                os.replace(temporary, self.path / name)
+            except BaseException:
+                os.unlink(temporary)
+                raise
+
+    def close(self) -> None:
+        """Close the manager and release the lock; a folder this run created that holds no
+        save (its first save failed) is removed again."""
+        manager = self.manager
+        if manager is not None:
+            with contextlib.suppress(Exception):
+                empty = manager.latest_step() is None
+                manager.close()
+                if self.created and empty and all(p.name == LOCK for p in self.path.iterdir()):
+                    (self.path / LOCK).unlink()
+                    self.path.rmdir()
+            self.manager = None
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
+def _refuse_earlier_format(path: str | os.PathLike) -> None:
+    """ValueError for a run folder of annotated_ssm 0.2 (``last/`` and ``best/`` checkpoints)."""
+    path = pathlib.Path(path)
+    if any((path / name).is_dir() for name in ("last", "best")):
+        raise ValueError(f"{str(path)!r} holds a run of an earlier annotated_ssm (last/ and best/ "
+                         "checkpoints), which this version cannot resume; its best model loads "
+                         f"with load_model({str(path / 'best')!r}). Start new runs in another "
+                         "folder.")
 
-def open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_steps: int,
-             checkpoint: str | os.PathLike | None, resume_from: str | os.PathLike | None,
-             overwrite: bool = False) -> Run:
-    """The run ``fit`` starts or resumes: with ``checkpoint``, in that folder (checked, with
-    everything a save needs, before training; a run there is replaced only with
-    ``overwrite``); with ``resume_from``, restored from there."""
-    path = None if checkpoint is None else check_run_folder(
-        checkpoint, resume=resume_from is not None, overwrite=overwrite)
-    if path is not None:
-        checkpoint_metadata(model, config)  # a value JSON cannot store fails now, not later
-        for name in (LAST, BEST):  # what kill -9 left in a save: never a checkpoint
-            remove_unfinished_saves(path / name)
-    run = Run(path, config, dataset, total_steps)
-    if resume_from is not None:
-        run.resume(resume_from, model, optimizer, dataset)
-    else:
-        run.update = int(optimizer.step[...])
-        if path is not None and path.is_dir():
-            remove_run(path)  # a run that overwrite=True replaces (checked above)
-    if run.update >= total_steps and not run.finished:
-        raise ValueError(f"the optimizer is already at update {run.update}, the end of this "
-                         f"config's budget ({total_steps} updates); raise epochs or max_steps to "
-                         "train on.")
-    if int(optimizer.step[...]) != run.update:
-        raise ValueError(f"the optimizer is at update {int(optimizer.step[...])}, the run at "
-                         f"update {run.update}.")
-    return run
+
+def _lock(folder: pathlib.Path) -> int:
+    """An exclusive ``flock`` on the folder's lock file (created without following a link),
+    naming this process in it; ValueError naming the holder if another process has it."""
+    descriptor = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(descriptor, 200, 0).decode(errors="replace").strip() or "unknown"
+        os.close(descriptor)
+        raise ValueError(f"run folder {str(folder)!r} is in use by another process ({holder}); "
+                         "wait for it to end or stop it, then try again.") from None
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+    return descriptor

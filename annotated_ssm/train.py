@@ -26,10 +26,16 @@ The command line is ``annotated_ssm.cli``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import os
+import pathlib
+import signal
+import sys
+import threading
 import time
 from typing import Any
 
@@ -41,42 +47,18 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from ._validation import check_bool, check_seed
-from .checkpoint import (check_optimizer, load_model, mark_stale, read_checkpoint_info,
-                         restore_checkpoint, save_checkpoint)
+from ._validation import check_seed
+from .checkpoint import PARAMETERS, check_optimizer, metadata
 from .config import ModelConfig, TrainConfig
 from .data import Dataset, batches, validation_split
 from .layers import LAYERS, SSMParam
 from .model import CausalSequenceModel, SequenceClassifier, SequenceModel
-from .runs import History, Run, TrainingInterrupted, check_run_folder, open_run
+from .runs import History, RunFolder, TrainingState, fingerprint
 
-__all__ = [
-    "ModelConfig",
-    "TrainConfig",
-    "History",
-    "DivergedError",
-    "TrainingInterrupted",
-    "check_run_folder",
-    "SeedResults",
-    "build_model",
-    "check_model_matches",
-    "check_fit_arguments",
-    "make_optimizer",
-    "ssm_labels",
-    "make_mesh",
-    "replicate",
-    "shard_batch",
-    "train_step",
-    "evaluate",
-    "count_steps",
-    "fit",
-    "fit_seeds",
-    "count_params",
-    "save_checkpoint",
-    "restore_checkpoint",
-    "load_model",
-    "read_checkpoint_info",
-]
+__all__ = ["DivergedError", "TrainingInterrupted", "SeedResults", "build_model",
+           "check_model_matches", "make_optimizer", "ssm_labels", "make_mesh", "replicate",
+           "shard_batch", "train_step", "evaluate", "count_steps", "fit", "fit_seeds",
+           "count_params"]
 
 
 class DivergedError(FloatingPointError):
@@ -293,39 +275,81 @@ def count_steps(config: TrainConfig, dataset: Dataset) -> int:
 
 
 def check_fit_arguments(model: SequenceModel, dataset: Dataset, config: TrainConfig | None,
-                        optimizer: nnx.Optimizer | None, mesh: Mesh | None, test: bool,
-                        resume_from: Any) -> tuple[TrainConfig, Mesh, int]:
+                        optimizer: nnx.Optimizer | None, mesh: Mesh | None
+                        ) -> tuple[TrainConfig, Mesh, int]:
     """Every check of ``fit``'s arguments, before anything is compiled; returns the config and
     the mesh (defaults filled in) and the update budget. (The data set checked its arrays when
-    it was built.)"""
+    it was built, a TrainConfig its values.)"""
     config = TrainConfig() if config is None else config
-    if not isinstance(config, TrainConfig):  # a TrainConfig is checked when it is built
+    if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}.")
     if not isinstance(dataset, Dataset):
         raise TypeError("dataset must be an annotated_ssm.data.Dataset; got "
                         f"{type(dataset).__name__}.")
     check_model_matches(model, dataset)
-    check_bool("test", test)
     mesh = make_mesh() if mesh is None else mesh
     if config.batch_size % mesh.devices.size:
         raise ValueError(f"batch_size must be divisible by the number of devices "
                          f"({mesh.devices.size}) for data parallelism; got {config.batch_size}.")
     check_optimizer(model, optimizer)
-    if resume_from is not None and not isinstance(resume_from, (str, os.PathLike)):
-        raise TypeError("resume_from must be a str or os.PathLike (a run folder); got "
-                        f"{type(resume_from).__name__}.")
     return config, mesh, count_steps(config, dataset)
 
 
-class _Progress:
-    """What ``fit`` shows with ``config.progress``: a bar per epoch, started after the run's
-    first update (and its save) has finished, so that its rate and ETA leave out the
-    compilation, and at
-    each epoch's end a line that stays (loss, validation, time)."""
+class Signals:
+    """SIGINT (Ctrl-C), SIGTERM (``kill``, a cluster's preemption) and SIGHUP (a closed
+    terminal) set ``stop``; SIGUSR1 (SLURM's ``--signal=USR1@…``) sets ``save``. The loop reads
+    them between updates: a signal never raises inside a JAX call. (Only in the main thread,
+    where Python delivers signals.)"""
+
+    STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.stop: int | None = None
+        self.save = False
+        self.previous = {}
+
+    def handle(self, signum, frame) -> None:
+        if signum == signal.SIGUSR1:
+            self.save = True
+        elif self.stop is None:
+            self.stop = signum
+        else:  # a second one: the first is being honoured, after the update or save under way
+            os.write(2, b"stopping after the update under way (kill -9 stops at once, losing "
+                        b"what was trained since the last save)\n")
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self.handle)
+                             for s in (*self.STOPPING, signal.SIGUSR1)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """A signal stopped ``fit`` after update ``step`` (``signal``: its number); ``path``: the
+    run folder holding that state (None: nothing was saved), to resume with
+    ``fit(..., resume_from=path)`` or ``annotated-ssm-train --resume path``."""
+
+    def __init__(self, step: int, path: pathlib.Path | None, signum: int = signal.SIGINT):
+        where = (f"the training state is saved in {str(path)!r}: resume with fit(..., "
+                 f"resume_from={str(path)!r})." if path is not None else
+                 "nothing was saved (give a run folder, checkpoint=DIR, to save the state).")
+        super().__init__(f"interrupted by {signal.Signals(signum).name} at update {step}; {where}")
+        self.step, self.path, self.signal = step, path, signum
+
+
+class Progress:
+    """What ``fit`` shows with ``config.progress``: a bar per epoch on a terminal, started
+    after the run's first update has finished (so its rate and ETA leave out compilation),
+    and a line per epoch that stays (loss, validation, time)."""
 
     def __init__(self, enabled: bool, name: str, epochs: int, steps_per_epoch: int):
         self.enabled, self.name, self.epochs = enabled, name, epochs
         self.steps_per_epoch, self.compiled, self.bar = steps_per_epoch, False, None
+        self.terminal = sys.stderr.isatty()
 
     def update(self, epoch: int, done: int, loss) -> None:
         """``done`` updates of epoch ``epoch`` (from 0) are finished; ``loss`` the last one's."""
@@ -336,7 +360,8 @@ class _Progress:
                 jax.block_until_ready(loss)  # the first update compiles: start timing after it
                 self.compiled = True
             self.bar = tqdm(total=self.steps_per_epoch, initial=done, leave=False, unit="update",
-                            desc=f"{self.name} epoch {epoch + 1}/{self.epochs}")
+                            desc=f"{self.name} epoch {epoch + 1}/{self.epochs}",
+                            disable=not self.terminal and None)
         else:
             self.bar.update()
 
@@ -357,67 +382,59 @@ class _Progress:
         tqdm.write(line)
 
 
-def _check_losses(run: Run, epoch: int, bar) -> np.ndarray:
+def _finite_losses(state: TrainingState) -> np.ndarray:
     """This epoch's losses as an array; DivergedError naming the first NaN or infinite one."""
-    losses = np.asarray(jax.device_get(run.epoch_losses), np.float32)
+    losses = np.asarray(jax.device_get(state.epoch_losses), np.float32)
     if not np.all(np.isfinite(losses)):
         bad = int(np.argmin(np.isfinite(losses)))
-        update = run.update - len(losses) + bad + 1
-        bar.close()
-        raise DivergedError(f"the training loss became {losses[bad]} at update {update} (epoch "
-                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", update,
-                            run.history)
+        step = state.step - len(losses) + bad + 1
+        raise DivergedError(f"the training loss became {losses[bad]} at update {step}; training "
+                            "stopped. Try a smaller lr or ssm_lr.", step, state.history)
     return losses
 
 
-def _save_if_due(run: Run, model, optimizer, epoch: int, bar) -> None:
-    """Save the training state if due (never a diverged one); stop after a signal."""
-    if run.save_due():
-        _check_losses(run, epoch, bar)
-        run.save(model, optimizer)
-    if run.signal is not None:  # also when it came during that save: this state is saved
-        bar.close()
-        raise TrainingInterrupted(run.update, run.path, run.signal)
-
-
-def _train_epoch(run: Run, update, model, optimizer, epoch: int, x, y, config: TrainConfig,
-                 mesh: Mesh, task: str, bar) -> None:
-    """Train on epoch ``epoch``'s batches from where the run is, saving when due."""
-    steps_per_epoch = len(x) // config.batch_size
-    done = run.update - epoch * steps_per_epoch  # resuming mid-epoch: batches trained on
-    epoch_batches = batches(x, y, config.batch_size, seed=config.seed + epoch, drop_last=True)
-    for i, (xb, yb) in enumerate(epoch_batches):
-        if i < done:
-            continue
-        run.epoch_losses.append(update(*shard_batch(mesh, xb, yb), task=task))
-        run.update += 1
-        if run.update >= run.total_steps:
-            return
-        if i + 1 < steps_per_epoch:  # at an epoch's end, save after its validation
-            _save_if_due(run, model, optimizer, epoch, bar)
-        bar.update(epoch, i + 1, run.epoch_losses[-1])  # after the run's first save, if due
-
-
-def _end_epoch(run: Run, model, epoch: int, x_val, y_val, config: TrainConfig, mesh: Mesh,
-               seconds: float, bar) -> None:
-    """Record the epoch's loss and validation (and a new best model) in the history."""
-    history = run.history
-    losses = _check_losses(run, epoch, bar)  # waits for the epoch's updates
-    run.epoch_losses = []
-    history.epoch_time.append(seconds)
-    history.epoch.append(epoch + 1)
-    history.steps.append(run.update)
-    history.train_loss.append(float(np.mean(losses)))
-    metrics, new_best = {"loss": float("nan")}, False
-    if len(x_val):
-        metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size, mesh=mesh)
-        if config.keep_best and _score(metrics) > run.best_score:
-            run.new_best(model, _score(metrics), epoch + 1)
-            new_best = True
-    history.val_loss.append(metrics["loss"])
-    history.val_accuracy.append(metrics.get("accuracy", float("nan")))
-    run.write_history()
-    bar.end_epoch(history, new_best)
+def _open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_steps: int,
+              checkpoint, resume_from, overwrite: bool
+              ) -> tuple[RunFolder | None, bool, TrainingState]:
+    """The run folder ``fit`` reads and saves to (None: none), whether it saves there, and the
+    state it starts from."""
+    for name, value in (("checkpoint", checkpoint), ("resume_from", resume_from)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a str or os.PathLike (a run folder); got "
+                            f"{type(value).__name__}.")
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite must be True or False; got {overwrite!r}.")
+    if resume_from is not None and checkpoint is not None and (
+            pathlib.Path(checkpoint).absolute() != pathlib.Path(resume_from).absolute()):
+        raise ValueError("a resumed run saves to its own folder: give checkpoint=resume_from or "
+                         f"leave it out (given {str(checkpoint)!r} and {str(resume_from)!r}).")
+    if resume_from is not None and overwrite:
+        raise ValueError("resume_from continues a run, overwrite=True replaces it: give one.")
+    path = resume_from if resume_from is not None else checkpoint
+    folder = None if path is None else RunFolder(path, config, resume=resume_from is not None,
+                                                 overwrite=overwrite)
+    saving = checkpoint is not None
+    try:
+        if saving:
+            metadata(model, optimizer, config=config)  # a value JSON cannot store fails now
+        if resume_from is None:
+            state = TrainingState(total_steps, step=int(optimizer.step[...]))
+        else:
+            state = folder.check_resume(config, model.architecture, dataset)
+            folder.restore(model, optimizer)
+            # a finished run given more epochs (check_resume allows it) trains on
+            state.finished = state.finished and state.step >= total_steps
+            state.total_steps = total_steps
+        if state.step >= total_steps and not state.finished:
+            raise ValueError(f"the optimizer is already at update {state.step}, the end of this "
+                             f"config's budget ({total_steps} updates); raise epochs or max_steps "
+                             "to train on.")
+        state.dataset = fingerprint(dataset)
+    except BaseException:
+        if folder is not None:
+            folder.close()
+        raise
+    return folder, saving, state
 
 
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
@@ -431,75 +448,130 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
        by ``config.seed``); the rest is shuffled each epoch (epoch e uses ``seed + e``).
     2. The update budget is :func:`count_steps`; the optimiser's warm-up + cosine schedule
        spans it. With the same config every layer makes the same updates.
-    3. After each epoch the validation set is evaluated. With ``keep_best`` the model ends
-       with the weights of the best epoch on validation (accuracy; loss for regression).
+    3. After each epoch the validation set is evaluated. With ``keep_best`` the model and the
+       optimiser end as they were after the best epoch on validation (accuracy; loss for
+       regression), a pair that can be saved and trained on.
     4. The test set is evaluated once, at the end, into ``history.test_*`` (not with
        ``test=False``: a run that chooses hyper-parameters never looks at it).
 
-    ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`, which says when it is saved):
-    the training state in ``checkpoint/last``, each new best epoch in ``checkpoint/best``; on
-    SIGINT (Ctrl-C) or SIGTERM, ``fit`` saves and raises :class:`TrainingInterrupted`; the
-    history as ``history.json`` and ``history.csv`` at each epoch's end. A folder that holds
-    a run is refused unless ``overwrite=True`` (the run's own files are replaced, nothing
-    else) or it is resumed.
+    ``checkpoint``: a run folder (:mod:`annotated_ssm.runs`, which says what is saved when),
+    locked while ``fit`` runs. A folder that holds a run is refused unless ``overwrite=True``
+    (the run's own files are replaced, nothing else) or it is resumed.
     ``resume_from``: a run folder ``fit`` saved to; training continues where it stopped, bit
     for bit as an uninterrupted run (same device; dropout included), given the same config
-    (but ``TrainConfig.RESUME_IRRELEVANT``), model and data; a finished run is only evaluated.
-    ``config.epochs`` may be larger than the run's: the schedule is then recomputed for the
-    new total (see :mod:`annotated_ssm.runs`) and the run trains on.
-    With ``config.progress``, a bar per epoch (its ETA leaves out compilation) and a line per
-    epoch that stays.
+    (but ``TrainConfig.RESUME_IRRELEVANT``), model and data, and saves there again if
+    ``checkpoint`` names it too; a finished run is only evaluated. ``config.epochs`` may be
+    larger than the run's: the schedule is then recomputed for the new total.
+    On SIGINT (Ctrl-C), SIGTERM or SIGHUP, ``fit`` finishes the update under way, saves (with
+    a run folder) and raises :class:`TrainingInterrupted`; SIGUSR1 saves and trains on.
+    With ``config.progress``, a bar per epoch on a terminal and a line per epoch.
     A given ``optimizer`` is used as it is, schedule included, from its update count.
 
     Raises :class:`DivergedError` (naming the update) when the loss becomes NaN or infinite;
-    it is checked at the end of every epoch and before every save.
+    it is checked at the end of every epoch and before every save. For example::
+
+        data = load_dataset("digits")
+        model = build_model("s4d", data, d_model=32, n_layers=2)
+        history = fit(model, data, TrainConfig(epochs=3), checkpoint="runs/s4d")
     """
-    config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh, test,
-                                                    resume_from)
+    config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh)
+    if not isinstance(test, bool):
+        raise TypeError(f"test must be True or False; got {test!r}.")
     x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
                                                       config.validation_fraction, seed=config.seed)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
-    check_bool("overwrite", overwrite)
-    run = open_run(model, optimizer, dataset, config, total_steps, checkpoint, resume_from,
-                   overwrite)
-    replicate(model, mesh)
-    replicate(optimizer, mesh)
-    # The update with model and optimizer bound once: nnx.jit would otherwise walk both object
-    # graphs on every call (benchmarks/README.md measures what that costs). The bound copy
-    # shares the parameters but keeps the mode it had when bound: train mode (dropout on),
-    # whatever `evaluate` does to `model` between epochs.
-    model.train()
-    update = nnx.cached_partial(train_step, model, optimizer)
     steps_per_epoch = len(x_train) // config.batch_size
-    bar = _Progress(config.progress, model.layer_name, config.epochs, steps_per_epoch)
-    with run.saving_on_signals():
-        for epoch in range(run.update // steps_per_epoch, 0 if run.finished else config.epochs):
-            epoch_start = time.perf_counter()
-            _train_epoch(run, update, model, optimizer, epoch, x_train, y_train, config, mesh,
-                         dataset.task, bar)
-            _end_epoch(run, model, epoch, x_val, y_val, config, mesh,
-                       time.perf_counter() - epoch_start, bar)
-            if run.update >= total_steps:
-                break
-            _save_if_due(run, model, optimizer, epoch + 1, bar)
-        bar.close()
-        if config.max_steps == run.update < steps_per_epoch * config.epochs:
-            run.history.stopped = "step budget"
-        if run.path is not None and not run.finished:
-            run.save(model, optimizer, finished=True)
-    history = run.history
-    if run.best_state is not None and history.best_epoch != history.epoch[-1]:
-        nnx.update(model, run.best_state)
+    progress = Progress(config.progress, model.layer_name, config.epochs, steps_per_epoch)
+    with Signals() as signals, contextlib.ExitStack() as stack:
+        folder, saving, state = _open_run(model, optimizer, dataset, config, total_steps, checkpoint,
+                                  resume_from, overwrite)
+        if folder is not None:
+            stack.callback(folder.close)
+        stack.callback(progress.close)
         replicate(model, mesh)
-        mark_stale(optimizer)  # the pair (best weights, last optimiser state) cannot resume
-    elif run.best_state is None:
-        history.best_epoch = history.epoch[-1]
-    if test:
-        metrics = evaluate(model, dataset.x_test, dataset.y_test,
-                           batch_size=config.eval_batch_size, mesh=mesh)
-        history.test_loss, history.test_accuracy = metrics["loss"], metrics.get("accuracy",
-                                                                                  float("nan"))
-    run.write_history()
+        replicate(optimizer, mesh)
+        # The update with model and optimizer bound once: nnx.jit would otherwise walk both
+        # object graphs on every call (benchmarks/README.md measures what that costs). The
+        # bound copy shares the parameters but keeps the mode it had when bound: train mode
+        # (dropout on), whatever `evaluate` does to `model` between epochs.
+        model.train()
+        take_step = nnx.cached_partial(train_step, model, optimizer)
+        saved = state.step if resume_from is not None else None
+        best = None  # not saving: the best epoch's model and optimiser, in memory
+
+        def save_if_due(score: float | None = None) -> None:
+            nonlocal saved
+            due = (signals.stop or signals.save or state.finished or score is not None
+                   or (saving and folder.should_save(state.step)))
+            if due and saved != state.step:
+                _finite_losses(state)  # a diverged state is never saved
+                if saving:
+                    folder.save(state, model, optimizer, config, score=score)
+                    saved = state.step
+            signals.save = False
+            if signals.stop:
+                raise TrainingInterrupted(state.step, folder.path if saving else None,
+                                          signals.stop)
+
+        epoch = state.step // steps_per_epoch
+        while not state.finished:
+            start, done = time.perf_counter(), state.step - epoch * steps_per_epoch
+            epoch_batches = batches(x_train, y_train, config.batch_size, seed=config.seed + epoch,
+                                    drop_last=True)
+            for i, (xb, yb) in enumerate(itertools.islice(epoch_batches, done, None), done):
+                state.epoch_losses.append(take_step(*shard_batch(mesh, xb, yb),
+                                                    task=dataset.task))
+                state.step += 1
+                if state.step >= total_steps or i + 1 == steps_per_epoch:
+                    break  # the epoch's end: save after its validation
+                save_if_due()
+                progress.update(epoch, i + 1, state.epoch_losses[-1])
+            # the epoch's end: its loss, validation and best model into the history
+            history, losses = state.history, _finite_losses(state)
+            state.epoch_losses = []
+            history.epoch_time.append(time.perf_counter() - start)
+            history.epoch.append(epoch + 1)
+            history.steps.append(state.step)
+            history.train_loss.append(float(np.mean(losses)))
+            metrics, score = {"loss": float("nan")}, None
+            if len(x_val):
+                metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size,
+                                   mesh=mesh)
+                if config.keep_best and _score(metrics) > state.best_score:
+                    state.best_score = score = _score(metrics)
+                    history.best_epoch = epoch + 1
+                    if not saving:
+                        best = jax.device_get((nnx.state(model, PARAMETERS),
+                                               nnx.state(optimizer, nnx.optimizer.OptState)))
+            history.val_loss.append(metrics["loss"])
+            history.val_accuracy.append(metrics.get("accuracy", float("nan")))
+            if state.step >= total_steps:
+                state.finished = True
+                if config.max_steps == state.step < steps_per_epoch * config.epochs:
+                    history.stopped = "step budget"
+            progress.end_epoch(history, score is not None)
+            if saving:
+                folder.write_history(history)
+            save_if_due(score)
+            epoch += 1
+        history = state.history
+        if history.best_epoch is None:
+            history.best_epoch = history.epoch[-1]
+        elif history.best_epoch != history.epoch[-1]:  # back to the best epoch's pair
+            if folder is not None and best is None:
+                folder.restore(model, optimizer, folder.best_version())
+            elif best is not None:
+                nnx.update(model, best[0])
+                nnx.update(optimizer, best[1])
+            replicate(model, mesh)
+            replicate(optimizer, mesh)
+        if test:
+            metrics = evaluate(model, dataset.x_test, dataset.y_test,
+                               batch_size=config.eval_batch_size, mesh=mesh)
+            history.test_loss = metrics["loss"]
+            history.test_accuracy = metrics.get("accuracy", float("nan"))
+        if saving:
+            folder.write_history(history)
     model.eval()
     return history
 
