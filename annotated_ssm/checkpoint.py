@@ -22,6 +22,7 @@ import errno
 import gc
 import json
 import logging
+import math
 import os
 import pathlib
 import re
@@ -96,11 +97,14 @@ def check_checkpoint_path(path: str | os.PathLike, allowed: tuple[str, ...] = ()
     if path.is_dir() and (shown := sorted(foreign_names(path, allowed))[:5]):
         raise ValueError(f"{kind} path {str(path)!r} holds files that are not a {kind}'s "
                          f"({shown}); saving could delete them. Choose a new or empty folder.")
+    if not ancestor.is_dir():
+        raise OSError(f"cannot save a {kind} at {str(path)!r}: {str(ancestor)!r} is not a "
+                      "directory.")
     try:  # making a folder there is the test (root ignores permissions)
         tempfile.TemporaryDirectory(dir=ancestor, prefix=".annotated_ssm-write-test-").cleanup()
     except OSError as error:
-        raise OSError(f"cannot save a {kind} at {str(path)!r}: {str(ancestor)!r} is not a "
-                      f"writable directory ({error.strerror or error}).") from None
+        raise OSError(f"cannot save a {kind} at {str(path)!r}: {str(ancestor)!r} is not "
+                      f"writable ({error.strerror or error}).") from None
     return path
 
 
@@ -124,11 +128,26 @@ def metadata(model: SequenceModel, optimizer: nnx.Optimizer | None = None, *, co
               "step": None if optimizer is None else int(optimizer.step[...]),
               "train_config": dataclasses.asdict(config) if dataclasses.is_dataclass(config)
               else config, "extra": extra or {}, "training_state": training_state}
-    try:
-        return json.loads(json.dumps(values, allow_nan=False))  # tuples read back as lists
-    except (TypeError, ValueError) as error:
-        raise ValueError("a checkpoint's metadata must be JSON (str, finite numbers, bools, None, "
-                         f"lists, dicts with str keys): {error}; in {values!r:.300}") from None
+    for name, value in values.items():
+        if problem := _json_problem(value, name):
+            raise ValueError(f"the checkpoint's {name} must be JSON-serialisable (str, finite "
+                             f"numbers, bools, None, lists, dicts with str keys): {problem}.")
+    return json.loads(json.dumps(values))  # tuples read back as lists
+
+
+def _json_problem(value: Any, where: str) -> str | None:
+    """Where ``value`` holds something JSON cannot store exactly, or None."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        if bad := [k for k, _ in items if not isinstance(k, str)]:
+            return f"{where} has the key {bad[0]!r} (JSON keys are str)"
+    elif isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    else:
+        ok = value is None or isinstance(value, (str, bool, int)) or (
+            isinstance(value, float) and math.isfinite(value))
+        return None if ok else f"{where} is {value!r}, a {type(value).__name__}"
+    return next((p for k, v in items if (p := _json_problem(v, f"{where}[{k!r}]"))), None)
 
 
 def check_optimizer(model: SequenceModel, optimizer: nnx.Optimizer | None) -> None:
@@ -139,8 +158,9 @@ def check_optimizer(model: SequenceModel, optimizer: nnx.Optimizer | None) -> No
         return sorted((np.shape(a), str(a.dtype)) for a in jax.tree.leaves(tree))
     if shapes(jax.eval_shape(optimizer.tx.init, nnx.state(model, optimizer.wrt))) != shapes(
             optimizer.opt_state):
-        raise ValueError("this optimizer's state does not belong to the model (it was made for "
-                         "another model), so the pair could never train on. Save the model alone.")
+        raise ValueError("this optimizer's state does not belong to the model's current weights "
+                         "(it was made for another model), so the pair could never train on. "
+                         "Save the model alone.")
 
 
 def arrays(model: SequenceModel, optimizer: nnx.Optimizer | None = None) -> dict[str, dict]:
@@ -189,12 +209,14 @@ def quiet_orbax():
         absl_logger.setLevel(level)
 
 
-def open_manager(path: pathlib.Path, **options) -> ocp.CheckpointManager:
-    """Orbax's synchronous manager of ``path``; a version saved with ``metrics={"score": s}``
-    is the best (highest score). ``options``: more ``CheckpointManagerOptions``."""
-    options = ocp.CheckpointManagerOptions(
-        enable_async_checkpointing=False, best_fn=lambda metrics: metrics["score"],
-        best_mode="max", **{"create": False, **options})
+def open_manager(path: pathlib.Path, best: bool = True, **options) -> ocp.CheckpointManager:
+    """Orbax's synchronous manager of ``path``; with ``best``, a version saved with
+    ``metrics={"score": s}`` is the best (highest score). ``options``: more
+    ``CheckpointManagerOptions``."""
+    if best:
+        options.update(best_fn=lambda metrics: metrics["score"], best_mode="max")
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False,
+                                           **{"create": False, **options})
     return ocp.CheckpointManager(path, options=options)
 
 
@@ -234,7 +256,8 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
     check_optimizer(model, optimizer)
     args = save_args(metadata(model, optimizer, config=config, extra=extra), model, optimizer)
     path.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(open_manager(path, max_to_keep=1, cleanup_tmp_directories=True)) as m:
+    with contextlib.closing(open_manager(path, best=False, max_to_keep=1,
+                                                cleanup_tmp_directories=True)) as m:
         write(m, (m.latest_step() or 0) + 1, args)
     return path
 

@@ -22,6 +22,7 @@ from annotated_ssm import __version__, checkpoint
 from annotated_ssm.checkpoint import (check_checkpoint_path, load_model, read_checkpoint_info, restore_checkpoint,
                                       save_checkpoint)
 from annotated_ssm.model import CausalSequenceModel, SequenceClassifier
+from annotated_ssm.runs import RunFolder, TrainingState
 from annotated_ssm.train import make_optimizer, TrainConfig
 
 TINY = dict(d_model=8, n_layers=1, state_size=4, step_min=0.01, step_max=1.0)
@@ -213,9 +214,16 @@ def test_a_tampered_size_is_refused_before_the_model_is_built(tmp_path, monkeypa
 
 def test_load_model_reads_a_run_folder_as_its_best_model(tmp_path):
     best, last = classifier(seed=0), classifier(seed=1)
-    save_checkpoint(tmp_path / "run" / "last", last)
-    np.testing.assert_array_equal(load_model(tmp_path / "run")(X), last(X))  # no best yet
-    save_checkpoint(tmp_path / "run" / "best", best)
+    config = TrainConfig()
+    with RunFolder(tmp_path / "run", config) as folder:
+        state = TrainingState(total_steps=10, step=1, dataset={"name": "x", "crc32": 0})
+        folder.save(state, last, make_optimizer(last, config, 10), config)
+        np.testing.assert_array_equal(load_model(tmp_path / "run")(X), last(X))  # no best yet
+        state.step = 2
+        folder.save(state, best, make_optimizer(best, config, 10), config, score=0.9)
+        state.step = 3
+        folder.save(state, last, make_optimizer(last, config, 10), config)
+    assert listing(tmp_path / "run") == [".annotated_ssm.lock", "2", "3"]
     np.testing.assert_array_equal(load_model(tmp_path / "run")(X), best(X))
 
 
