@@ -221,6 +221,8 @@ class RunFolder:
                     "replaced without asking: continue it (--resume DIR, or fit(..., "
                     "resume_from=DIR)), replace it (--overwrite, or fit(..., overwrite=True)) or "
                     "choose another folder.")
+            if not dry_run:
+                _name_holder(self.lock)
             if not dry_run and (overwrite or not holds):  # only what a run creates (checked)
                 self.manager.close()
                 for item in self.path.iterdir():
@@ -359,8 +361,8 @@ def _refuse_earlier_format(path: str | os.PathLike) -> None:
 
 
 def _lock(folder: pathlib.Path) -> int:
-    """An exclusive ``flock`` on the folder's lock file (created without following a link),
-    naming this process in it; ValueError naming the holder if another process has it."""
+    """An exclusive ``flock`` on the folder's lock file (created without following a link);
+    ValueError naming the holder if another process has it."""
     descriptor = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -369,6 +371,10 @@ def _lock(folder: pathlib.Path) -> int:
         os.close(descriptor)
         raise ValueError(f"run folder {str(folder)!r} is in use by another process ({holder}); "
                          "wait for it to end or stop it, then try again.") from None
+    return descriptor
+
+
+def _name_holder(descriptor: int) -> None:
+    """Write who holds the lock into the lock file, for the message another process gives."""
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-    return descriptor

@@ -47,7 +47,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from ._validation import check_seed
+from ._validation import check_bool, check_seed
 from .checkpoint import PARAMETERS, check_optimizer, metadata
 from .config import ModelConfig, TrainConfig
 from .data import Dataset, batches, validation_split
@@ -382,14 +382,15 @@ class Progress:
         tqdm.write(line)
 
 
-def _finite_losses(state: TrainingState) -> np.ndarray:
+def _finite_losses(state: TrainingState, epoch: int) -> np.ndarray:
     """This epoch's losses as an array; DivergedError naming the first NaN or infinite one."""
     losses = np.asarray(jax.device_get(state.epoch_losses), np.float32)
     if not np.all(np.isfinite(losses)):
         bad = int(np.argmin(np.isfinite(losses)))
         step = state.step - len(losses) + bad + 1
-        raise DivergedError(f"the training loss became {losses[bad]} at update {step}; training "
-                            "stopped. Try a smaller lr or ssm_lr.", step, state.history)
+        raise DivergedError(f"the training loss became {losses[bad]} at update {step} (epoch "
+                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", step,
+                            state.history)
     return losses
 
 
@@ -402,8 +403,7 @@ def _open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_ste
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"{name} must be a str or os.PathLike (a run folder); got "
                             f"{type(value).__name__}.")
-    if not isinstance(overwrite, bool):
-        raise TypeError(f"overwrite must be True or False; got {overwrite!r}.")
+    check_bool("overwrite", overwrite)
     if resume_from is not None and checkpoint is not None and (
             pathlib.Path(checkpoint).absolute() != pathlib.Path(resume_from).absolute()):
         raise ValueError("a resumed run saves to its own folder: give checkpoint=resume_from or "
@@ -475,8 +475,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         history = fit(model, data, TrainConfig(epochs=3), checkpoint="runs/s4d")
     """
     config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh)
-    if not isinstance(test, bool):
-        raise TypeError(f"test must be True or False; got {test!r}.")
+    check_bool("test", test)
     x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
                                                       config.validation_fraction, seed=config.seed)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
@@ -504,7 +503,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             due = (signals.stop or signals.save or state.finished or score is not None
                    or (saving and folder.should_save(state.step)))
             if due and saved != state.step:
-                _finite_losses(state)  # a diverged state is never saved
+                _finite_losses(state, epoch)  # a diverged state is never saved
                 if saving:
                     folder.save(state, model, optimizer, config, score=score)
                     saved = state.step
@@ -527,7 +526,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                 save_if_due()
                 progress.update(epoch, i + 1, state.epoch_losses[-1])
             # the epoch's end: its loss, validation and best model into the history
-            history, losses = state.history, _finite_losses(state)
+            history, losses = state.history, _finite_losses(state, epoch)
             state.epoch_losses = []
             history.epoch_time.append(time.perf_counter() - start)
             history.epoch.append(epoch + 1)

@@ -152,11 +152,17 @@ def test_a_diverged_run_names_the_update_and_keeps_the_good_checkpoint(tmp_path,
     assert status == 1 and err.count("\n") == 1
     assert err.startswith("error: the training loss became nan at update 2 (epoch 1); training "
                           "stopped")
-    assert read_checkpoint_info(tmp_path / "run" / "last")["step"] == 1
-    assert sorted(p.name for p in (tmp_path / "run" / "last").iterdir()) == ["1"]
+    assert read_checkpoint_info(tmp_path / "run")["step"] == 1
+    assert [p.name for p in (tmp_path / "run").iterdir() if p.name.isdigit()] == ["1"]
 
 
-RUN_FOLDER = ["best", "history.csv", "history.json", "last"]
+RUN_FOLDER = [".annotated_ssm.lock", "history.csv", "history.json"]  # and orbax's versions
+
+
+def run_files(folder):
+    """The names in a run folder but orbax's numbered versions (at least one)."""
+    assert any(p.name.isdigit() for p in folder.iterdir())
+    return sorted(p.name for p in folder.iterdir() if not p.name.isdigit())
 
 
 def files_of(folder):
@@ -172,11 +178,9 @@ def test_a_run_saves_a_checkpoint_that_loads_and_is_replaced_only_when_asked(tmp
     assert status == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["steps"] == 3 and summary["stopped"] == "step budget" and 0 <= summary["test_accuracy"] <= 1
-    assert summary["checkpoint"] == str(path / "last") and summary["best"] == str(path / "best")
-    assert summary["best_epoch"] == 1
-    model = load_model(path / "best")
+    assert summary["checkpoint"] == str(path) and summary["best_epoch"] == 1
+    model = load_model(path)
     assert model.architecture["d_model"] == 8 and model.architecture["n_classes"] == 10
-    assert load_model(path / "last").architecture == model.architecture
     saved = files_of(path)
     # a finished run is not replaced without --overwrite: one line, status 2, nothing touched
     status, out, err = run([*argv, "--seed", "1"], capsys)
@@ -187,13 +191,13 @@ def test_a_run_saves_a_checkpoint_that_loads_and_is_replaced_only_when_asked(tmp
     status, out, err = run([*argv, "--seed", "1", "--overwrite"], capsys)
     assert status == 0, err
     assert sorted(p.name for p in path.parent.iterdir()) == ["s4d"]
-    assert sorted(p.name for p in path.iterdir()) == RUN_FOLDER
-    assert read_checkpoint_info(path / "last")["train_config"]["seed"] == 1
+    assert run_files(path) == RUN_FOLDER
+    assert read_checkpoint_info(path)["train_config"]["seed"] == 1
     # --overwrite never removes what the run did not create: such a folder is refused
     (path / "notes.txt").write_text("mine")
     status, _, err = run([*argv, "--overwrite"], capsys)
     assert status == 2 and "holds files that are not a run folder's (['notes.txt'])" in err
-    assert sorted(p.name for p in path.iterdir()) == sorted([*RUN_FOLDER, "notes.txt"])
+    assert run_files(path) == sorted([*RUN_FOLDER, "notes.txt"])
 
 
 def test_resume_takes_the_stored_options_extends_and_knows_a_finished_run(tmp_path, capsys,
@@ -204,8 +208,8 @@ def test_resume_takes_the_stored_options_extends_and_knows_a_finished_run(tmp_pa
     assert status == 0, err
     assert out.splitlines()[-3].startswith("finished: s4d on digits, 2 epochs, 18 updates (")
     assert out.splitlines()[-2].startswith("best epoch ")
-    assert out.splitlines()[-1] == (f"saved in {str(path)!r}: best/ (best epoch), last/ "
-                                    "(training state), history.json, history.csv")
+    assert out.splitlines()[-1] == (f"saved in {str(path)!r}: the best epoch and the last "
+                                    "training state, history.json, history.csv")
     # finished, no more epochs: said, status 0, nothing trained or rewritten
     saved = files_of(path)
     status, out, err = run(["--resume", str(path)], capsys)
@@ -297,7 +301,7 @@ def test_the_selective_layer_trains_through_the_command_and_loads(tmp_path, caps
     status, out, err = run(argv, capsys)
     assert status == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
-    model = load_model(path / "best")
+    model = load_model(path)
     assert model.architecture["layer"] == "s6"
     accuracy = evaluate(model, tiny_digits.x_test, tiny_digits.y_test)["accuracy"]
     assert round(accuracy, 4) == summary["test_accuracy"]
@@ -325,7 +329,7 @@ def test_fit_replaces_a_run_only_with_overwrite_and_the_cli_resumes_only_its_dat
         fit(model(1), data, config, checkpoint=folder)
     assert files_of(folder) == saved
     fit(model(1), data, config, checkpoint=folder, overwrite=True)
-    assert sorted(p.name for p in folder.iterdir()) == RUN_FOLDER
+    assert run_files(folder) == RUN_FOLDER
     assert files_of(folder) != saved
     status, _, err = run(["--resume", str(folder)], capsys)
     assert status == 2 and err == (f"error: the run in {str(folder)!r} was trained on the data set "

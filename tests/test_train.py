@@ -21,9 +21,10 @@ from annotated_ssm import train
 from annotated_ssm.data import Dataset, load_dataset, validation_split
 from annotated_ssm.layers import SSMParam
 from annotated_ssm.model import CausalSequenceModel, SequenceClassifier
-from annotated_ssm.train import (DivergedError, ModelConfig, TrainConfig, build_model, check_model_matches,
-                                 count_params, count_steps, evaluate, fit, fit_seeds, load_model, make_optimizer,
-                                 restore_checkpoint, save_checkpoint, ssm_labels)
+from annotated_ssm.checkpoint import load_model, restore_checkpoint, save_checkpoint
+from annotated_ssm.config import ModelConfig, TrainConfig
+from annotated_ssm.train import (DivergedError, build_model, check_model_matches, count_params, count_steps,
+                                 evaluate, fit, fit_seeds, make_optimizer, ssm_labels)
 
 
 LAYER = "s4d"
@@ -379,7 +380,7 @@ def test_s4_is_built_for_the_data_length_unless_told(tiny_data, tmp_path):
     s4d = build_model("s4d", tiny_data, d_model=4, n_layers=1, state_size=4)
     assert s4d.architecture["layer_options"] == {}
     save_checkpoint(tmp_path / "s4", model)
-    loaded = train.load_model(tmp_path / "s4")
+    loaded = load_model(tmp_path / "s4")
     assert loaded.blocks[0].ssm.kernel_length == tiny_data.length
     x = tiny_data.x_test[:2]
     np.testing.assert_array_equal(np.asarray(loaded(x)), np.asarray(model(x)))
