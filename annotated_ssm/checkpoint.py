@@ -75,8 +75,9 @@ def check_checkpoint_path(path: str | os.PathLike, allowed: tuple[str, ...] = ()
     if not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise TypeError(f"a {kind} path must be a non-empty str or os.PathLike; got {path!r}.")
     path = pathlib.Path(path).absolute()
-    if path.is_symlink() and path.is_dir():  # runs -> /scratch/runs: follow the link
-        path = path.resolve()
+    with contextlib.suppress(OSError):  # (a name too long is no link)
+        if path.is_symlink() and path.is_dir():  # runs -> /scratch/runs: follow the link
+            path = path.resolve()
     ancestor = path
     while not _exists(ancestor):
         ancestor = ancestor.parent
@@ -311,8 +312,10 @@ def reading(path: str | os.PathLike):
         raise ValueError(f"no checkpoint at {str(path)!r}: it is not a directory.")
     with quiet_orbax():
         manager = open_manager(path, read_only=True)
-    with contextlib.closing(manager):
-        yield manager
+        try:
+            yield manager
+        finally:
+            manager.close()
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:

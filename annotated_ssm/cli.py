@@ -11,8 +11,9 @@ checked before it is loaded, by the configs' own checks: the values, the layer o
 names against the layer's signature, the options against the data set's task, a lower bound
 of the model's size against the memory, the run folder, and with ``--resume`` that the
 options are the saved run's; what needs the data's size (a batch larger than the training
-split) right after loading. SIGINT (Ctrl-C) and SIGTERM save the training state first (exit
-status 130 and 143). A folder that holds a run is never replaced unless ``--overwrite``.
+split) right after loading. SIGINT (Ctrl-C), SIGTERM and SIGHUP save the training state
+and stop (exit status 130, 143, 129); SIGUSR1 saves and trains on. A folder that holds a run
+is never replaced unless ``--overwrite``; one process at a time trains in it.
 """
 
 from __future__ import annotations
@@ -113,9 +114,11 @@ examples:
   {PROG} --layer s5 --layer-option blocks=4 --dataset digits --checkpoint runs/s5
   {PROG} --layer s4d --checkpoint runs/s4d --overwrite   replace that run
 
-A run folder holds last/ (the training state), best/ (the best epoch's model),
-history.json and history.csv (a row per epoch). A folder that holds a run is never
-replaced unless --overwrite. --resume DIR takes the options stored in DIR; an option given
+A run folder holds orbax's numbered saves (the newest and the best epoch's),
+history.json and history.csv (a row per epoch) and a lock: one process at a time trains
+in it. A folder that holds a run is never replaced unless --overwrite, which removes what a
+run created there and refuses a folder holding anything else. SIGINT (Ctrl-C), SIGTERM and
+SIGHUP save and stop; SIGUSR1 saves and trains on. --resume DIR takes the options stored in DIR; an option given
 with it must equal the stored one, except --epochs, which may grow: the warm-up + cosine
 learning-rate schedule is then recomputed for the new number of updates and training goes on
 from the saved update on it (without --epochs a resumed run equals the uninterrupted one,
@@ -147,16 +150,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
                         help="the data set (explained below)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
-                        help="a run folder: the training state is saved to DIR/last (after the "
-                             "first update, periodically, on SIGINT/Ctrl-C or SIGTERM, and at the "
-                             "end), the best epoch's model to DIR/best, the history to "
-                             "DIR/history.json and .csv; checked before training")
+                        help="a run folder: the training state is saved there (after the first "
+                             "update, periodically, at each new best epoch, on a signal, and at "
+                             "the end), the history to DIR/history.json and .csv; checked "
+                             "before training")
     parser.add_argument("--resume", type=pathlib.Path, default=None, metavar="DIR",
                         help="continue the run saved in DIR with its stored options (a "
                              "larger number of epochs extends it)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace the run in --checkpoint DIR (its last/, best/ and history "
-                             "files; nothing else)")
+                        help="replace the run in --checkpoint DIR (its saves and history files; "
+                             "a folder holding anything else is refused)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON line instead of a summary")
     _add_fields(parser, ModelConfig)
@@ -301,11 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         print(finished)
         return 0
     try:
-        with _raising_on(signal.SIGTERM, signal.SIGHUP):  # no JAX call yet: safe to raise
+        with _raising_on(*Signals.STOPPING):  # no JAX call yet: safe to raise
             dataset = load_dataset(args.dataset)
-    except KeyboardInterrupt:
-        parser.exit(130, "interrupted while loading the data; nothing to save yet: run the same "
-                         "command again.\n")
+    except KeyboardInterrupt as stopped:
+        signum = getattr(stopped, "signal", signal.SIGINT)
+        parser.exit(128 + signum, f"interrupted by {signal.Signals(signum).name} while loading the "
+                                  "data; nothing to save yet: run the same command again.\n")
     try:
         total_steps = count_steps(config, dataset)  # the batch against the training split
     except ValueError as error:
@@ -326,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.exit(128 + signals.stop, f"interrupted by "
                             f"{signal.Signals(signals.stop).name} before the first update; "
                             "nothing to save yet: run the same command again.\n")
-        history = fit(model, dataset, config, checkpoint=args.checkpoint,
-                      resume_from=args.resume, overwrite=args.overwrite)
+            history = fit(model, dataset, config, checkpoint=args.checkpoint,
+                          resume_from=args.resume, overwrite=args.overwrite)
     except TrainingInterrupted as stopped:
         where = ("nothing was saved (give --checkpoint DIR to save the training state)"
                  if stopped.path is None else f"the training state is saved in "
@@ -355,9 +359,11 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _raising_on(*signals):
-    """``signals`` raise KeyboardInterrupt meanwhile, like Ctrl-C."""
+    """``signals`` raise KeyboardInterrupt (its ``signal`` the number) meanwhile, like Ctrl-C."""
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        stopped = KeyboardInterrupt()
+        stopped.signal = signum
+        raise stopped
     previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield

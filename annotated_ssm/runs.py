@@ -170,7 +170,7 @@ class TrainingState:
         need(epochs == list(range(1, len(epochs) + 1)), "history.epoch", "1, 2, …")
         need(all(integer(s, 0, values["step"]) for s in steps) and steps == sorted(steps),
              "history.steps", f"increasing update counts up to step = {values['step']}")
-        need(values["step"] - (steps[-1] if steps else 0) == len(values["epoch_losses"]),
+        need(len(values["epoch_losses"]) <= values["step"] - (steps[-1] if steps else 0),
              "epoch_losses", "one loss per update since the last epoch's end")
         need(history["best_epoch"] is None or history["best_epoch"] in epochs,
              "history.best_epoch", "null or one of the epochs")
@@ -244,7 +244,7 @@ class RunFolder:
             save_when.append(policies.FixedIntervalPolicy(config.save_every_steps))
         if config.save_every_minutes is not None:
             save_when.append(policies.ContinuousCheckpointingPolicy(
-                minimum_interval_secs=max(1, round(60 * config.save_every_minutes))))
+                minimum_interval_secs=int(60 * config.save_every_minutes)))
         keep = policies.AnyPreservationPolicy([policies.LatestN(1), policies.BestN(
             get_metric_fn=lambda metrics: metrics["score"], reverse=False, n=1,
             keep_checkpoints_without_metrics=False)])
@@ -277,6 +277,12 @@ class RunFolder:
         else ValueError naming every difference."""
         info = self.read_metadata()
         state = self.read_state()
+        for version in self.manager.all_steps():  # the best epoch's save too
+            other = self.read_metadata(version)["architecture"]
+            if other != info["architecture"]:
+                raise ValueError(f"the save {str(self.path / str(version))!r} holds another "
+                                 f"architecture than the newest ({other} against "
+                                 f"{info['architecture']}); the run folder was tampered with.")
         stored = {**info["architecture"], **(info.get("train_config") or {})}
         given = {**json.loads(json.dumps(architecture)), **dataclasses.asdict(config)}
         options = stored.get("layer_options") or {}
@@ -335,7 +341,10 @@ class RunFolder:
             with contextlib.suppress(Exception):
                 empty = manager.latest_step() is None
                 manager.close()
-                if self.created and empty and all(p.name == LOCK for p in self.path.iterdir()):
+                if self.created and empty:  # remove what this run made: nothing else is there
+                    for item in self.path.iterdir():
+                        if UNFINISHED.match(item.name):
+                            shutil.rmtree(item)
                     (self.path / LOCK).unlink()
                     self.path.rmdir()
             self.manager = None

@@ -319,6 +319,9 @@ class Signals:
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
+            outer = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+            if isinstance(outer, Signals):  # nested (the command line's): what it caught holds
+                self.stop, self.save = outer.stop, outer.save
             self.previous = {s: signal.signal(s, self.handle)
                              for s in (*self.STOPPING, signal.SIGUSR1)}
         return self

@@ -12,7 +12,7 @@ named after it.
 4. step sizes are checked in float32, the dtype they are computed in;
 5. split fractions, sequence lengths and seeds are checked;
 6. errors are ValueErrors naming the argument (a huge d_model, fractional seeds);
-7. what kill -9 leaves in a save (of ``last``, of ``best``, both) is recognised by orbax's
+7. what kill -9 leaves in a save (of the best epoch, of the last state) is recognised by orbax's
    unfinished name, whatever process made it, and never taken for the checkpoint; a user's
    file is never removed; orbax is quiet.
 
@@ -42,6 +42,7 @@ from annotated_ssm.checkpoint import load_model, read_checkpoint_info, save_chec
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
 from annotated_ssm.layers import LAYERS
+from annotated_ssm.runs import RUN_FILES
 from annotated_ssm.train import TrainingInterrupted, build_model, fit, fit_seeds
 from test_cli import no_data  # noqa: F401  (a fixture: fail if the command loads data)
 from test_cli import run as cli  # main(argv) -> (exit status, stdout, stderr)
@@ -82,6 +83,19 @@ def assert_same_run(a, b):
             np.testing.assert_array_equal(a, b, err_msg=field.name)
 
 
+def versions(folder) -> list[int]:
+    """The update counts of the saves in a run folder, in order (the newest last)."""
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def model_at(folder, version: int):
+    """The model of a run folder's save ``version``."""
+    model = load_model(folder)
+    with checkpoint.reading(folder) as manager:
+        checkpoint.restore(manager, model, version=version)
+    return model
+
+
 _REFERENCE = {}
 
 
@@ -103,7 +117,7 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
     Ctrl-C during save number ``at`` of the training state; "crash": the process dies in
     that save, half-written), then resume with a fresh model; returns (model, history) and
     the exception that stopped it."""
-    real_shard, real_save = train.shard_batch, runs.save_checkpoint
+    real_shard, real_save = train.shard_batch, runs.RunFolder.save
     real_write = checkpoint.ocp.StandardCheckpointHandler.async_save
     counts = {"updates": 0, "saves": 0, "saved": []}
 
@@ -114,14 +128,13 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
                 os.kill(os.getpid(), signal.SIGINT)  # arrives between this update and the next
         return real_shard(mesh, *arrays)
 
-    def save(path, *args, training_state=None, **kwargs):
-        if path.name == "last":
-            counts["saves"] += 1
-            if counts["saves"] == at and where == "save":
-                os.kill(os.getpid(), signal.SIGINT)  # the save goes on; fit stops after it
-            counts["crash"] = counts["saves"] == at and where == "crash"
-            counts["saved"].append(training_state["step"])
-        return real_save(path, *args, training_state=training_state, **kwargs)
+    def save(self, state, *args, **kwargs):
+        counts["saves"] += 1
+        if counts["saves"] == at and where == "save":
+            os.kill(os.getpid(), signal.SIGINT)  # the save goes on; fit stops after it
+        counts["crash"] = counts["saves"] == at and where == "crash"
+        counts["saved"].append(state.step)
+        return real_save(self, state, *args, **kwargs)
 
     async def write(self, directory, *args, **kwargs):  # dies after the model was written
         if counts.get("crash") and directory.name.startswith("optimizer"):
@@ -129,15 +142,15 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
         return await real_write(self, directory, *args, **kwargs)
 
     monkeypatch.setattr(train, "shard_batch", shard)
-    monkeypatch.setattr(runs, "save_checkpoint", save)
+    monkeypatch.setattr(runs.RunFolder, "save", save)
     monkeypatch.setattr(checkpoint.ocp.StandardCheckpointHandler, "async_save", write)
     with pytest.raises(Crash if where == "crash" else TrainingInterrupted) as stopped:
         fit(model_of(layer), DATA, config, checkpoint=folder)
     monkeypatch.undo()
-    checkpoints = sorted(p.name for p in folder.iterdir() if not p.name.startswith("history."))
-    assert checkpoints in (["last"], ["best", "last"])  # and the history after an epoch's end
+    assert all(p.name.isdigit() or p.name in RUN_FILES or (  # a crash leaves an unfinished save
+        where == "crash" and checkpoint.UNFINISHED.match(p.name)) for p in folder.iterdir())
     if where == "crash":  # the save before the one that died
-        assert read_checkpoint_info(folder / "last")["step"] == counts["saved"][-2]
+        assert versions(folder)[-1] == counts["saved"][-2]
     model = model_of(layer)
     return (model, fit(model, DATA, config, checkpoint=folder, resume_from=folder)), stopped.value
 
@@ -186,19 +199,16 @@ def test_the_best_model_is_its_own_checkpoint_never_mixed_with_the_state(tmp_pat
     model = model_of("s4d")
     optimizer = train.make_optimizer(model, CONFIG, train.count_steps(CONFIG, DATA))
     history = fit(model, DATA, CONFIG, optimizer=optimizer, checkpoint=tmp_path / "run")
-    assert history.best_epoch == 1
-    best, last = load_model(tmp_path / "run" / "best"), load_model(tmp_path / "run" / "last")
+    assert history.best_epoch == 1 and versions(tmp_path / "run") == [4, 16]  # best, newest
+    best, last = load_model(tmp_path / "run"), model_at(tmp_path / "run", 16)
     for x, y in zip(weights(model), weights(best), strict=True):  # the model holds the best weights
         np.testing.assert_array_equal(x, y)
-    assert read_checkpoint_info(tmp_path / "run" / "last")["step"] == 16 == int(optimizer.step[...])
     assert not all(np.array_equal(x, y) for x, y in zip(weights(best), weights(last)))
-    # the best weights with the last optimiser state can neither be saved nor trained on
-    stale = "optimizer's state does not belong to the model's current weights"
-    with pytest.raises(ValueError, match=stale):
-        save_checkpoint(tmp_path / "mixed", model, optimizer)
-    with pytest.raises(ValueError, match=stale):
-        fit(model, DATA, CONFIG, optimizer=optimizer)
-    save_checkpoint(tmp_path / "model-only", model)  # the model alone is fine
+    # and the optimiser the best epoch's state: the pair is consistent, saved and trained on
+    assert int(optimizer.step[...]) == 4
+    save_checkpoint(tmp_path / "pair", model, optimizer)
+    monkeypatch.undo()
+    fit(model, DATA, CONFIG, optimizer=optimizer)
 
 
 def _ctrl_c_at(n, real):
@@ -241,14 +251,13 @@ def test_an_unfinished_run_is_resumed_only_as_it_was_started(tmp_path, monkeypat
 
 def test_periodic_saves_every_n_steps_and_every_m_minutes(tmp_path, monkeypatch):
     steps_saved = []
-    real = runs.save_checkpoint
+    real = runs.RunFolder.save
 
-    def recording(path, *args, training_state=None, **kwargs):
-        if path.name == "last":
-            steps_saved.append(training_state["step"])
-        return real(path, *args, training_state=training_state, **kwargs)
+    def recording(self, state, *args, **kwargs):
+        steps_saved.append(state.step)
+        return real(self, state, *args, **kwargs)
 
-    monkeypatch.setattr(runs, "save_checkpoint", recording)
+    monkeypatch.setattr(runs.RunFolder, "save", recording)
     config = dataclasses.replace(CONFIG, validation_fraction=0.0, save_every_steps=5,
                                  save_every_minutes=None)
     fit(model_of("s4d"), DATA, config, checkpoint=tmp_path / "steps")
@@ -275,6 +284,14 @@ def cli_data(monkeypatch):
     monkeypatch.setattr(command_line, "load_dataset", lambda name, **kwargs: CLI_DATA)
 
 
+def assert_same_saves(whole, resumed):
+    """The best and the newest save of two run folders hold the same weights, bit for bit."""
+    for a, b in ((load_model(whole), load_model(resumed)),
+                 (model_at(whole, versions(whole)[-1]), model_at(resumed, versions(resumed)[-1]))):
+        for x, y in zip(weights(a), weights(b), strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
 def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_data, monkeypatch):
     status, out, err = cli([*SMALL, "--checkpoint", str(tmp_path / "whole")], capsys)
     assert status == 0, err
@@ -290,11 +307,8 @@ def test_cli_saves_on_ctrl_c_and_resume_is_bit_identical(tmp_path, capsys, cli_d
     assert status == 0, err
     assert "resuming from update 5 (epoch 2 of 3)" in out.splitlines()
     summary = json.loads(out.splitlines()[-1])
-    assert summary["steps"] == 12 and summary["checkpoint"] == str(tmp_path / "run" / "last")
-    for name in ("last", "best"):
-        whole, resumed = load_model(tmp_path / "whole" / name), load_model(tmp_path / "run" / name)
-        for x, y in zip(weights(whole), weights(resumed), strict=True):
-            np.testing.assert_array_equal(x, y)
+    assert summary["steps"] == 12 and summary["checkpoint"] == str(tmp_path / "run")
+    assert_same_saves(tmp_path / "whole", tmp_path / "run")
     # --resume with other options, or without a folder, is refused before loading data
     resume = ["--resume", str(tmp_path / "run")]
     status, _, err = cli([*SMALL, "--lr", "0.1", *resume], capsys)
@@ -337,21 +351,17 @@ def test_sigterm_saves_and_the_cli_resumes_bit_identically(tmp_path, capsys, cli
                                stderr=subprocess.PIPE, text=True,
                                env=dict(os.environ, JAX_PLATFORMS="cpu"))
     deadline = time.monotonic() + 240
-    while not (folder / "last").is_dir() or not any(p.name.isdigit()
-                                                    for p in (folder / "last").iterdir()):
+    while not folder.is_dir() or not versions(folder):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)  # until the early save, after the first update, is complete
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=240)
     assert process.returncode == 143 and err.count("\n") == 1, err[-2000:]
     assert err.startswith("interrupted by SIGTERM at update ") and "--resume" in err
-    assert 1 <= read_checkpoint_info(folder / "last")["step"] < 12
+    assert 1 <= versions(folder)[-1] < 12
     status, out, err = cli([*SMALL, "--resume", str(folder), "--json"], capsys)
     assert status == 0, err
-    for name in ("last", "best"):
-        whole, resumed = load_model(tmp_path / "whole" / name), load_model(folder / name)
-        for x, y in zip(weights(whole), weights(resumed), strict=True):
-            np.testing.assert_array_equal(x, y)
+    assert_same_saves(tmp_path / "whole", folder)
     summary, whole = (json.loads(text.splitlines()[-1]) for text in (out, whole_out))
     assert summary["test_loss"] == whole["test_loss"] and summary["steps"] == whole["steps"] == 12
 
@@ -362,7 +372,8 @@ def test_a_name_too_long_fails_before_data(tmp_path, capsys, no_data):
     with pytest.raises(ValueError, match=too_long):
         save_checkpoint(folder, model_of("s4d"))
     # orbax's temporary names are inside the folder: a name of 255 characters is fine
-    assert train.check_run_folder(tmp_path / ("r" * 255)) == tmp_path / ("r" * 255)
+    with runs.RunFolder(tmp_path / ("r" * 255), CONFIG, dry_run=True) as fine:
+        assert fine.path == tmp_path / ("r" * 255)
     status, out, err = cli([*SMALL, "--checkpoint", str(folder)], capsys)
     assert status == 2 and out == "" and err.count("\n") == 1
     assert "has a name too long for this file system" in err and "at most 255" in err
@@ -515,13 +526,10 @@ import conftest  # compiled as in the test process, so the numbers agree bit for
 from test_hostile_training import CONFIG, DATA, model_of
 from annotated_ssm import checkpoint, train
 real = checkpoint.ocp.StandardCheckpointHandler.async_save
-saves = []
 
 async def write(self, directory, *args, **kwargs):
-    if directory.name.startswith("model") and directory.parent.parent.name == {leftover!r}:
-        saves.append(directory)
-        if len(saves) == {at}:  # kill -9 in this save, half-written
-            os.kill(os.getpid(), signal.SIGKILL)
+    if directory.name.startswith("model") and directory.parent.name.startswith("{version}."):
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9 in this save, half-written
     return await real(self, directory, *args, **kwargs)
 
 checkpoint.ocp.StandardCheckpointHandler.async_save = write
@@ -529,30 +537,26 @@ train.fit(model_of("s4d"), DATA, CONFIG, checkpoint={folder!r})
 """
 
 
-@pytest.mark.parametrize("leftover, at", [("best", 1), ("last", 2)])
-def test_what_kill_9_leaves_in_a_save_is_never_the_checkpoint(leftover, at, tmp_path):
-    # A real process is killed with SIGKILL in save number `at` of `leftover` (best: epoch
-    # 1's; last: the final one, after the early save of update 1), which leaves orbax's
-    # unfinished folder there. A second, foreign leftover in the other
-    # checkpoint (a complete copy under an unfinished name, as from another machine whose
-    # process 1 died there) is numbered above every version: neither is ever read, and a
-    # resumed run removes both and gives the uninterrupted run's result, bit for bit.
+@pytest.mark.parametrize("version", [4, 16], ids=["in-a-best-epoch-save", "in-the-last-save"])
+def test_what_kill_9_leaves_in_a_save_is_never_the_checkpoint(version, tmp_path):
+    # A real process is killed with SIGKILL in the save of update `version` (4: epoch 1's
+    # end, a new best; 16: the final one), which leaves orbax's unfinished folder. A second,
+    # foreign leftover (a complete copy under an unfinished name, as from another machine
+    # whose process 1 died there) is numbered above every version: neither is ever read, and
+    # a resumed run removes both and gives the uninterrupted run's result, bit for bit.
     folder = tmp_path / "run"
-    script = KILLED_IN_A_SAVE.format(tests=str(pathlib.Path(__file__).parent), at=at,
-                                     leftover=leftover, folder=str(folder))
+    script = KILLED_IN_A_SAVE.format(tests=str(pathlib.Path(__file__).parent), version=version,
+                                     folder=str(folder))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    unfinished = [p.name for p in (folder / leftover).iterdir() if "orbax-checkpoint-tmp" in p.name]
-    assert len(unfinished) == 1
-    other = folder / ({"best", "last"} - {leftover}).pop()
-    (version,) = [p for p in other.iterdir() if p.name.isdigit()]
-    shutil.copytree(version, other / "99.orbax-checkpoint-tmp-1")
+    unfinished = [p.name for p in folder.iterdir() if "orbax-checkpoint-tmp" in p.name]
+    assert len(unfinished) == 1 and unfinished[0].startswith(f"{version}.")
+    shutil.copytree(folder / str(versions(folder)[-1]), folder / "99.orbax-checkpoint-tmp-1")
     model = model_of("s4d")
     resumed = model, fit(model, DATA, CONFIG, checkpoint=folder, resume_from=folder)
     assert_same_run(resumed, reference("s4d", CONFIG))
-    for name in ("best", "last"):
-        assert all(p.name.isdigit() for p in (folder / name).iterdir()), name
+    assert all(p.name.isdigit() or p.name in RUN_FILES for p in folder.iterdir())
 
 
 def test_a_corrupted_checkpoint_gives_one_clear_error_and_no_orbax_noise(tmp_path, capfd):
