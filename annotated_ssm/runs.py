@@ -362,7 +362,9 @@ class RunFolder:
 def _refuse_earlier_format(path: str | os.PathLike) -> None:
     """ValueError for a run folder of annotated_ssm 0.2 (``last/`` and ``best/`` checkpoints)."""
     path = pathlib.Path(path)
-    if any((path / name).is_dir() for name in ("last", "best")):
+    with contextlib.suppress(OSError):  # a name too long: checked next
+        if not any((path / name).is_dir() for name in ("last", "best")):
+            return
         raise ValueError(f"{str(path)!r} holds a run of an earlier annotated_ssm (last/ and best/ "
                          "checkpoints), which this version cannot resume; its best model loads "
                          f"with load_model({str(path / 'best')!r}). Start new runs in another "

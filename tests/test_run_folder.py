@@ -186,3 +186,10 @@ def test_a_best_save_of_another_architecture_is_refused_on_resume(tmp_path):
     with pytest.raises(ValueError, match="holds another architecture than the newest"):
         fit(model_of("s4d"), DATA, type(CONFIG)(**bigger), checkpoint=folder, resume_from=folder)
     assert (folder / LOCK).exists() and len(versions(folder)) == 2  # nothing changed
+
+
+def test_a_run_folder_of_the_earlier_format_is_refused_with_what_to_do(tmp_path):
+    (tmp_path / "old" / "last" / "3").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"holds a run of an earlier annotated_ssm .* loads with "
+                                         r"load_model\('.*old/best'\)"):
+        fit(model_of("s4d"), DATA, CONFIG, checkpoint=tmp_path / "old", resume_from=tmp_path / "old")
