@@ -30,7 +30,7 @@ from flax import nnx
 from .._validation import check_bool, check_choice, check_positive_int
 from ..discretize import METHODS, _discretize_diagonal
 from ..initialization import s5_init
-from ..scan import _linear_recurrence
+from ..scan import linear_recurrence
 from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
@@ -179,7 +179,7 @@ class S5Layer(SSMLayer):
             Bu = _real_matmul(u, B_tilde)
             Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        y = _real_readout(C[:, :P], _linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
+        y = _real_readout(C[:, :P], linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
         if self.bidirectional:
             if scale is not None:
                 # Backwards, state ℓ decays over the interval to observation ℓ+1.
@@ -187,7 +187,7 @@ class S5Layer(SSMLayer):
                     scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
                 Lambda_bar, factor = self._discretize(scale * step, dtype)
                 Bu_backward = factor * Bu
-            backward = _linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
+            backward = linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
             y = y + _real_readout(C[:, P:], backward)
         return self._activate(y + self._skip(dtype) * u)
 
