@@ -21,9 +21,9 @@ import numpy as np
 from flax import nnx
 
 from .._validation import check_bool, check_choice
-from ..discretize import METHODS, _discretize_diagonal
+from ..discretize import METHODS, discretize_diagonal
 from ..initialization import DIAGONAL_INITS, check_init_options, diagonal_init
-from ..kernels import _vandermonde_kernel
+from ..kernels import vandermonde_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S4DLayer", "REAL_TRANSFORMS", "REAL_PARAMETERS", "DiagonalSystem", "diagonal_step"]
@@ -155,7 +155,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     def _kernel(self, length, dtype) -> jax.Array:
         """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards)."""
-        return _vandermonde_kernel(
+        return vandermonde_kernel(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), pair_to_complex(self.C[...], dtype),
             self.step_sizes(dtype)[:, None], length, method=self.discretization, conjugate=self.conjugate,
         )
@@ -167,7 +167,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
         S4D parameterises C directly (no C̃ = C(I - Ā^L) as S4), so ``length`` is unused.
         """
-        A_bar, B_bar = _discretize_diagonal(
+        A_bar, B_bar = discretize_diagonal(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), self.step_sizes(dtype)[:, None],
             self.discretization,
         )

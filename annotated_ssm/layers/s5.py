@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .._validation import check_bool, check_choice, check_positive_int
-from ..discretize import METHODS, _discretize_diagonal
+from ..discretize import METHODS, discretize_diagonal
 from ..initialization import s5_init
 from ..scan import linear_recurrence
 from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
@@ -150,7 +150,7 @@ class S5Layer(SSMLayer):
     def _discretize(self, step, dtype):
         """Λ̄ and the row factor f with B̄ = f ⊙ B̃ (row-wise), for Δ broadcast against Λ."""
         # With B = 1 the diagonal discretisation returns exactly the factor f of each row.
-        return _discretize_diagonal(self.eigenvalues(dtype), 1.0, step, self.discretization)
+        return discretize_diagonal(self.eigenvalues(dtype), 1.0, step, self.discretization)
 
     def _output_matrix(self, dtype) -> jax.Array:
         """C̃ (H, P' or 2P') with the factor 2 of conjugate symmetry folded in."""
