@@ -122,6 +122,11 @@ class S5Layer(SSMLayer):
         self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
                             rngs=rngs)
         self.blocks = check_positive_int("blocks", blocks)
+        block_size = self.state_size // self.blocks
+        if self.state_size % self.blocks or conj_sym is True and block_size % 2:
+            raise ValueError(f"blocks must divide state_size, and state_size / blocks must be even with "
+                             f"conj_sym=True (one state of each conjugate pair is kept); got "
+                             f"state_size={self.state_size}, blocks={self.blocks}.")
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.conj_sym = check_bool("conj_sym", conj_sym)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
