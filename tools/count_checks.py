@@ -4,7 +4,7 @@ A line of code is a non-blank line of annotated_ssm/ (the library; annotated_ssm
 book wing, is left out) that is not a comment and not part of a docstring. A line of code is
 a checking line when it belongs to
 - a ``raise`` statement;
-- a function whose name starts with ``check`` or ``_check`` (its whole definition);
+- a function named ``check`` or ``check_...`` (``_check_...``; its whole definition);
 - a statement that calls such a function (``check_bool("x", x)``, ``n = check_positive_int(...)``);
 - an ``if`` block that only raises (``if bad: raise ValueError(...)``, its condition included).
 A raise site is one ``raise`` statement.
@@ -12,6 +12,11 @@ A raise site is one ``raise`` statement.
     python tools/count_checks.py [ROOT]     # ROOT: the repository (default: this one)
 
 prints, per file and in total, the checking lines, the lines of code, the share, the raise sites.
+
+Calibration: on the commit issue 39 was filed against (faba4a0's parent, a348362) this gives
+1,040 checking lines of 3,951 (26 %) and 188 raise sites; the issue's 1,058 of 3,685 (29 %)
+counted the same 188 raise sites, and fewer lines of code (its rule for them is not stated:
+leaving out import statements and ``__all__`` gives 3,568 lines, 29 %).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from pathlib import Path
 
 
 def _is_check_name(name: str) -> bool:
-    return name.lstrip("_").startswith("check")
+    """``check``, ``check_x``, ``_check_x``, ``check_x_y``: not ``jax.checkpoint`` or ``checked``."""
+    bare = name.lstrip("_")
+    return bare == "check" or bare.startswith("check_")
 
 
 def _lines(node: ast.AST) -> set[int]:
