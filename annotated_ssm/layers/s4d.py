@@ -49,6 +49,9 @@ def diagonal_step(system: DiagonalSystem, state: jax.Array, u_t: jax.Array, D: j
 
 #: real_transform -> the parameter holding the real part of A, named after what it stores:
 #: log(-Re A), softplus⁻¹(-Re A), or Re A itself.
+_DEFAULT_INIT_OPTIONS = {"real_part": -0.5, "imag_scale": 1.0, "random_real": False, "random_imag": False}
+
+
 def _init_options(init: str, init_options) -> dict:
     """``init_options``, the keyword arguments of :func:`~annotated_ssm.initialization.diagonal_init`,
     checked at the layer's door (diagonal_init trusts its caller): known keys, bool flags,
@@ -68,8 +71,9 @@ def _init_options(init: str, init_options) -> dict:
         elif not (is_real_number(value) and np.isfinite(value) and (value < 0 if key == "real_part" else value >= 0)):
             allowed = "< 0 (a stable SSM)" if key == "real_part" else ">= 0"
             raise ValueError(f"{key} must be a real number, finite and {allowed}; got {value!r}.")
-    if options and (init == "real" or options.get("random_imag") and init in ("legs", "rand")):
-        raise ValueError(f"init_options {options} do not apply to init={init!r} (S4D-Real takes none; "
+    changed = {key: value for key, value in options.items() if value != _DEFAULT_INIT_OPTIONS[key]}
+    if changed and init == "real" or options.get("random_imag") and init in ("legs", "rand"):
+        raise ValueError(f"init_options {changed} do not apply to init={init!r} (S4D-Real takes none; "
                          f"random_imag applies to inv, lin, inv2, quad).")
     return options
 
