@@ -1,5 +1,7 @@
-"""Input checks shared by the package: every message names the argument, what it got,
-and what is allowed, so a user never meets a silent NaN or a traceback from deep in JAX.
+"""Input checks at the package's doors (the layers' public methods, the models, configs, data
+and training): every message names the argument, what it got, and what is allowed, so a
+user never meets a silent NaN or a traceback from deep in JAX. The numerics modules check
+nothing: they trust their callers.
 
 Value checks (finiteness, positivity) run only on concrete arrays; under ``jit`` the
 values are tracers and only shapes can be checked.
@@ -39,29 +41,12 @@ def check_finite(name: str, x: Any) -> None:
         raise ValueError(f"{name} must be finite; got {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or inf).")
 
 
-def check_positive_finite(name: str, x: Any) -> None:
-    """Raise ValueError unless every entry of a concrete ``x`` is real, finite and > 0."""
-    check_finite(name, x)
-    if not is_concrete(x):
-        return
-    if np.iscomplexobj(x):
-        raise ValueError(
-            f"{name} must be real, finite and > 0; got a complex array (dtype {np.result_type(x)}). "
-            f"Pass the real step sizes (e.g. jnp.real or exp of a real log step size)."
-        )
-    if isinstance(x, jax.Array) and _all_on_device(lambda v: v > 0, x):
-        return
-    values = np.asarray(x)
-    if not np.all(values > 0):
-        raise ValueError(f"{name} must be real, finite and > 0; got {values.min()} (its smallest entry).")
-
-
 def cast_positive_finite(name: str, x: Any, dtype) -> jax.Array:
     """``x`` as a jax.Array of real ``dtype``, after checking that every entry is finite and
     > 0 *in that dtype* (1e39 is inf in float32 and 1e-50 is 0): ValueError naming the first
     entry that is not, with its value before the cast. Tracers are cast unchecked."""
     if np.iscomplexobj(x):
-        check_positive_finite(name, x)  # the message for complex input
+        raise ValueError(f"{name} must be real, finite and > 0; got a complex array (dtype {np.result_type(x)}).")
     if isinstance(x, jax.Array):  # on its device, or a tracer
         cast = x.astype(dtype)
         if not is_concrete(cast) or _all_on_device(lambda v: jax.numpy.isfinite(v) & (v > 0), cast):
@@ -95,31 +80,11 @@ def check_ndim(name: str, x: Any, allowed: Iterable[int], meaning: str = "") -> 
         raise ValueError(f"{name} must have {spelled} dimensions{extra}; got shape {np.shape(x)}.")
 
 
-def check_broadcast(message: str, *shapes) -> tuple[int, ...]:
-    """The shape that ``shapes`` broadcast to, or ValueError(message) where they do not."""
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(message) from None
-
-
-def check_square(name: str, A: Any) -> None:
-    """Raise ValueError unless ``A`` is a (batch of) square matrix, shape (..., N, N)."""
-    shape = np.shape(A)
-    if len(shape) < 2 or shape[-1] != shape[-2]:
-        raise ValueError(f"{name} must be a square matrix of shape (..., N, N); got shape {shape}.")
-
-
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     """Return ``value`` as int, or raise ValueError unless it is an integer >= minimum."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}.")
     return int(value)
-
-
-def check_even(name: str, value: int, why: str) -> None:
-    if value % 2:
-        raise ValueError(f"{name} must be even ({why}); got {value}.")
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:

@@ -12,6 +12,8 @@ output or (P, N) for P outputs; D is a scalar or (P, M). Every function keeps th
 and output axes exactly when B and C have them, so a single-input single-output (SISO)
 system gives plain scalars per time, and a MIMO one gives (P, M) matrices per time.
 Complex entries are allowed (a diagonal A with complex eigenvalues is the typical case).
+Arguments are trusted, not checked: these functions are called by the chapters and the
+tests with the shapes above.
 """
 
 from __future__ import annotations
@@ -22,12 +24,9 @@ import numpy as np
 import scipy.integrate
 import scipy.linalg
 
-from ._validation import (check_choice, check_finite, check_ndim, check_positive_finite, check_square,
-                          is_real_number)
-
 __all__ = [
     "System",
-    "check_system",
+    "as_system",
     "mass_spring_damper",
     "basis_functions",
     "impulse_response",
@@ -39,7 +38,7 @@ __all__ = [
 
 
 class System(NamedTuple):
-    """A validated system in 2-D form: A (N, N), B (N, M), C (P, N), D (P, M).
+    """A system in 2-D form: A (N, N), B (N, M), C (P, N), D (P, M).
 
     ``siso_input`` / ``siso_output`` remember whether B / C were given as vectors, so that
     results can drop the corresponding axis again.
@@ -53,19 +52,14 @@ class System(NamedTuple):
     siso_output: bool
 
 
-def _as_array(name, x):
-    """float64 or complex128 array; anything else (strings, objects) is a ValueError."""
-    try:
-        array = np.asarray(x)
-    except Exception as error:  # ragged lists and the like
-        raise ValueError(f"{name} must be a numeric array; got {type(x).__name__} ({error}).") from None
-    if array.dtype.kind not in "biufc":
-        raise ValueError(f"{name} must be a numeric array; got dtype {array.dtype}.")
+def _as_array(x):
+    """float64, or complex128 for complex input."""
+    array = np.asarray(x)
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
-def check_system(A, B, C=None, D=None) -> System:
-    """Check the shapes and values of (A, B, C, D) and return them as 2-D float64 arrays.
+def as_system(A, B, C=None, D=None) -> System:
+    """(A, B, C, D) as 2-D float64 (or complex128) arrays.
 
     Args:
         A: (N, N) state matrix.
@@ -75,48 +69,15 @@ def check_system(A, B, C=None, D=None) -> System:
 
     Returns:
         A :class:`System` with A (N, N), B (N, M), C (P, N), D (P, M).
-
-    Raises:
-        ValueError: naming the argument, if A is not square, B or C does not match N,
-            D is not (P, M), or any entry is NaN or infinite.
     """
-    A = _as_array("A", A)
-    check_square("A", A)
-    check_ndim("A", A, (2,), "a single (N, N) matrix")
+    A, B = _as_array(A), _as_array(B)
     N = A.shape[0]
-    if N < 1:
-        raise ValueError(f"A must have at least one state (N >= 1); got shape {A.shape}.")
-    check_finite("A", A)
-
-    B = _as_array("B", B)
-    check_ndim("B", B, (1, 2), "(N,) or (N, M)")
-    if B.shape[0] != N:
-        raise ValueError(f"B must have N = {N} rows to match A {A.shape}; got shape {B.shape}.")
-    check_finite("B", B)
-    siso_input = B.ndim == 1
+    siso_input, siso_output = B.ndim == 1, C is not None and np.ndim(C) == 1
     B = B.reshape(N, -1)
-
-    if C is None:
-        C, siso_output = np.eye(N), False
-    else:
-        C = _as_array("C", C)
-        check_ndim("C", C, (1, 2), "(N,) or (P, N)")
-        if C.shape[-1] != N:
-            raise ValueError(f"C must have N = {N} columns to match A {A.shape}; got shape {C.shape}.")
-        check_finite("C", C)
-        siso_output = C.ndim == 1
-        C = C.reshape(-1, N)
-
-    P, M = C.shape[0], B.shape[1]
-    if D is None:
-        D = np.zeros((P, M))
-    else:
-        D = _as_array("D", D)
-        if D.ndim == 0 or (D.ndim == 1 and D.shape == (1,)):
-            D = np.full((P, M), D.reshape(()), dtype=D.dtype)
-        elif D.shape != (P, M):
-            raise ValueError(f"D must be a scalar or have shape (P, M) = {(P, M)} to match C and B; got shape {D.shape}.")
-        check_finite("D", D)
+    C = np.eye(N) if C is None else _as_array(C).reshape(-1, N)
+    D = _as_array(0.0 if D is None else D)
+    if D.size == 1:
+        D = np.full((C.shape[0], B.shape[1]), D.reshape(()), dtype=D.dtype)
     return System(A, B, C, D, siso_input, siso_output)
 
 
@@ -129,20 +90,6 @@ def _squeeze(system: System, values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _check_times(t, *, increasing: bool = False) -> np.ndarray:
-    t = _as_array("t", t)
-    check_ndim("t", t, (0, 1), "a scalar time or a vector of T times")
-    if np.iscomplexobj(t):
-        raise ValueError("t must be real; got complex times.")
-    check_finite("t", t)
-    t = np.atleast_1d(t)
-    if np.any(t < 0):
-        raise ValueError(f"t must be >= 0 (the response starts at t = 0); got min(t) = {t.min():g}.")
-    if increasing and (t.size < 2 or np.any(np.diff(t) <= 0)):
-        raise ValueError(f"t must be a strictly increasing vector of at least 2 times; got shape {t.shape}.")
-    return t
-
-
 def mass_spring_damper(mass: float = 1.0, damping: float = 0.5, stiffness: float = 4.0):
     """A mass on a spring with a damper, pushed by a force u(t); the output is its position.
 
@@ -153,10 +100,6 @@ def mass_spring_damper(mass: float = 1.0, damping: float = 0.5, stiffness: float
     Returns:
         (A (2, 2), B (2,), C (2,), D scalar) in float64.
     """
-    for name, value in (("mass", mass), ("damping", damping), ("stiffness", stiffness)):
-        if not np.isfinite(value) or value < 0 or (name == "mass" and value == 0):
-            allowed = "> 0" if name == "mass" else ">= 0"
-            raise ValueError(f"{name} must be finite and {allowed}; got {value!r}.")
     A = np.array([[0.0, 1.0], [-stiffness / mass, -damping / mass]])
     B = np.array([0.0, 1.0 / mass])
     C = np.array([1.0, 0.0])
@@ -202,12 +145,8 @@ def basis_functions(A, B, t) -> np.ndarray:
     Returns:
         (T, N) for B of shape (N,), (T, N, M) for B of shape (N, M).
     """
-    return _basis_functions(check_system(A, B), _check_times(t))
-
-
-def _basis_functions(system: System, t: np.ndarray) -> np.ndarray:
-    """The algorithm of :func:`basis_functions` (its arguments checked there)."""
-    values = _expm_times(system.A, t) @ system.B  # (T, N, M)
+    system = as_system(A, B)
+    values = _expm_times(system.A, np.atleast_1d(_as_array(t).real)) @ system.B  # (T, N, M)
     return values[..., 0] if system.siso_input else values
 
 
@@ -221,30 +160,15 @@ def impulse_response(A, B, C, t) -> np.ndarray:
     Returns:
         (T,) for a SISO system; (T, P), (T, M) or (T, P, M) when B and/or C are matrices.
     """
-    return _impulse_response(check_system(A, B, C), _check_times(t))
-
-
-def _impulse_response(system: System, t: np.ndarray) -> np.ndarray:
-    """The algorithm of :func:`impulse_response` (its arguments checked there)."""
-    values = system.C @ _expm_times(system.A, t) @ system.B  # (T, P, M)
+    system = as_system(A, B, C)
+    values = system.C @ _expm_times(system.A, np.atleast_1d(_as_array(t).real)) @ system.B  # (T, P, M)
     return _squeeze(system, values)
 
 
 def hold_matrices(A, B, h, hold):
     """Exact one-interval propagators (Phi, Gamma0, Gamma1) for an input held over
     intervals of lengths h: A (N, N), B (N, M), h (K,) > 0, hold "zero" or "linear";
-    each result (K, N, ·), Gamma1 None for the zero hold."""
-    system = check_system(A, B)
-    if system.siso_input:
-        raise ValueError(f"B must have shape (N, M) (one column per input); got shape {np.shape(B)}.")
-    h = _as_array("h", h)
-    check_ndim("h", h, (1,), "one length per interval")
-    check_positive_finite("h", h)
-    return _hold_matrices(system.A, system.B, h, check_choice("hold", hold, ("linear", "zero")))
-
-
-def _hold_matrices(A, B, h, hold):
-    """Exact one-interval propagators for an input held over intervals of lengths h (K,).
+    each result (K, N, ·), Gamma1 None for the zero hold.
 
     The input is appended to the state: ``zero`` hold has u' = 0, ``linear`` hold has
     u' = w, w' = 0 (w the slope). The augmented system is autonomous, so one matrix
@@ -252,6 +176,7 @@ def _hold_matrices(A, B, h, hold):
 
         x(h) = Phi x(0) + Gamma0 u(0) + Gamma1 (u(h) - u(0)) / h
     """
+    A, B, h = _as_array(A), _as_array(B), _as_array(h)
     N, M = B.shape
     size = N + (M if hold == "zero" else 2 * M)
     aug = np.zeros((h.size, size, size), dtype=np.result_type(A, B))
@@ -289,25 +214,9 @@ def simulate(A, B, C, D, u, t, *, x0=None, method: str = "expm", hold: str = "li
         y: (T,) for a SISO system, (T, P) with P outputs (C of shape (P, N)).
         x: (T, N) states, only when ``return_state`` is True.
     """
-    check_choice("method", method, ("expm", "ode"))
-    check_choice("hold", hold, ("linear", "zero"))
-    system = check_system(A, B, C, D)
-    N, M = system.B.shape
-    t = _check_times(t, increasing=True)
-    u = _as_array("u", u)
-    expected = (t.size,) if system.siso_input else (t.size, M)
-    if u.shape != expected:
-        raise ValueError(f"u must have shape {expected} (one sample per time in t, one column per input); got shape {u.shape}.")
-    check_finite("u", u)
-    x0 = np.zeros(N) if x0 is None else _as_array("x0", x0)
-    if x0.shape != (N,):
-        raise ValueError(f"x0 must have shape ({N},) to match A; got shape {x0.shape}.")
-    check_finite("x0", x0)
-    return _simulate(system, u.reshape(t.size, M), t, x0, method, hold, return_state, rtol, atol)
-
-
-def _simulate(system: System, u, t, x0, method, hold, return_state, rtol, atol):
-    """The algorithm of :func:`simulate` (its arguments checked there): u (T, M)."""
+    system = as_system(A, B, C, D)
+    t, u = _as_array(t).real, _as_array(u).reshape(np.size(t), -1)
+    x0 = np.zeros(system.A.shape[0]) if x0 is None else _as_array(x0)
     A, B, C, D = system.A, system.B, system.C, system.D
     N, M = B.shape
     dtype = np.result_type(A, B, C, D, u, x0)
@@ -316,9 +225,9 @@ def _simulate(system: System, u, t, x0, method, hold, return_state, rtol, atol):
         if np.ptp(h) <= 1e-12 * h.max():
             # Uniform grid (up to rounding): one set of propagators serves every interval.
             Phi, Gamma0, Gamma1 = (None if m is None else np.broadcast_to(m, (h.size, *m.shape[1:]))
-                                   for m in _hold_matrices(A, B, h[:1], hold))
+                                   for m in hold_matrices(A, B, h[:1], hold))
         else:
-            Phi, Gamma0, Gamma1 = _hold_matrices(A, B, h, hold)
+            Phi, Gamma0, Gamma1 = hold_matrices(A, B, h, hold)
         x = np.zeros((t.size, N), dtype=dtype)
         x[0] = x0
         for k in range(h.size):
@@ -365,23 +274,9 @@ def transfer_function(A, B, C, D, s) -> np.ndarray:
     Returns:
         (S,) complex for a SISO system; (S, P), (S, M) or (S, P, M) otherwise.
     """
-    system = check_system(A, B, C, D)
-    s = _as_array("s", s)
-    check_ndim("s", s, (0, 1), "a scalar or a vector of S frequencies")
-    check_finite("s", s)
-    return _transfer_function(system, np.atleast_1d(s))
-
-
-def _transfer_function(system: System, s: np.ndarray) -> np.ndarray:
-    """The algorithm of :func:`transfer_function` (its arguments checked there); an s on a
-    pole of H is found on the way and named in a ValueError."""
+    system, s = as_system(A, B, C, D), np.atleast_1d(_as_array(s))
     N = system.A.shape[0]
     resolvent_input = s[:, None, None] * np.eye(N) - system.A  # (S, N, N)
-    # An s on (or within rounding of) an eigenvalue makes sI - A singular: H has a pole there.
-    conditions = np.linalg.cond(resolvent_input)
-    if np.any(~np.isfinite(conditions) | (conditions > 1e14)):
-        bad = s[np.argmax(np.where(np.isfinite(conditions), conditions, np.inf))]
-        raise ValueError(f"s must avoid the eigenvalues of A (poles of H); got s = {bad:.6g}, where sI - A is singular.")
     X = np.linalg.solve(resolvent_input, np.broadcast_to(system.B, (s.size, *system.B.shape)))
     values = system.C @ X + system.D  # (S, P, M)
     return _squeeze(system, values)
@@ -399,17 +294,7 @@ def is_stable(A, tol: float | None = None) -> bool:
             system whose eigenvalues sit on the imaginary axis from passing as stable
             because rounding nudged them a hair to the left.
     """
-    A = _as_array("A", A)
-    check_square("A", A)
-    check_ndim("A", A, (2,), "a single (N, N) matrix")
-    check_finite("A", A)
-    if tol is not None and not (is_real_number(tol) and np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be finite and >= 0; got {tol!r}.")
-    return _is_stable(A, tol)
-
-
-def _is_stable(A: np.ndarray, tol: float | None) -> bool:
-    """The algorithm of :func:`is_stable` (its arguments checked there)."""
+    A = _as_array(A)
     if tol is None:
         tol = 100 * np.finfo(np.float64).eps * max(1.0, np.linalg.norm(A, 2))
     return bool(np.all(np.linalg.eigvals(A).real < -tol))

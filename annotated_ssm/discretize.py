@@ -18,8 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_broadcast, check_choice, check_finite, check_positive_finite, check_square
-
 __all__ = ["METHODS", "discretize", "discretize_diagonal", "discretize_dense", "dplr_bilinear", "expm"]
 
 #: The discretisation methods of the package; the layers offer these same names.
@@ -50,14 +48,6 @@ def discretize(A, B, step, method: Method = "zoh", *, diagonal: bool | None = No
     return discretize_dense(A, B, step, method)
 
 
-def _check_common(A, B, step, method):
-    """Values are looked at only for host inputs (NumPy, Python): see _validation."""
-    check_choice("method", method, METHODS)
-    check_finite("A", A)
-    check_finite("B", B)
-    check_positive_finite("step", step)
-
-
 def discretize_diagonal(A, B, step, method: Method = "zoh"):
     """Elementwise discretisation of a diagonal SSM; A, B and step broadcast together.
 
@@ -69,16 +59,7 @@ def discretize_diagonal(A, B, step, method: Method = "zoh"):
     Returns:
         A_bar, B_bar: broadcast shape of (A, B, step).
     """
-    _check_common(A, B, step, method)
-    check_broadcast(f"A, B and step must broadcast together for a diagonal SSM; got shapes "
-                    f"A {np.shape(A)}, B {np.shape(B)}, step {np.shape(step)}.",
-                    np.shape(A), np.shape(B), np.shape(step))
-    return _discretize_diagonal(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
-
-
-def _discretize_diagonal(A, B, step, method: Method = "zoh"):
-    """The formulas of :func:`discretize_diagonal` (its arguments checked there; the layers,
-    whose parameters are checked when they are built, call this directly)."""
+    A, B, step = jnp.asarray(A), jnp.asarray(B), jnp.asarray(step)
     dtA = step * A
     if method == "euler":
         return 1 + dtA, step * B
@@ -109,24 +90,7 @@ def discretize_dense(A, B, step, method: Method = "zoh"):
         A_bar: (..., N, N); B_bar: (..., N) or (..., N, M), where ``...`` is the broadcast
         batch shape of A, B and step.
     """
-    _check_common(A, B, step, method)
-    check_square("A", A)
-    N = np.shape(A)[-1]
-    # B is a vector (one input) when it has one axis fewer than A, or just one axis.
-    vector_B = np.ndim(B) in (1, np.ndim(A) - 1)
-    if np.ndim(B) < 1 or np.shape(B)[-1 if vector_B else -2] != N:
-        raise ValueError(
-            f"B must have shape (..., N) or (..., N, M) with N = {N} (from A of shape "
-            f"{np.shape(A)}); got shape {np.shape(B)}."
-        )
-    check_broadcast(f"step must be a scalar or broadcast against A's batch shape {np.shape(A)[:-2]} "
-                    f"(one step per matrix); got shape {np.shape(step)}.",
-                    np.shape(A)[:-2], np.shape(step))
-    return _discretize_dense(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method)
-
-
-def _discretize_dense(A, B, step, method: Method = "zoh"):
-    """The formulas of :func:`discretize_dense` (its arguments checked there)."""
+    A, B, step = jnp.asarray(A), jnp.asarray(B), jnp.asarray(step)
     N = A.shape[-1]
     vector_B = B.ndim in (1, A.ndim - 1)
     Bm = B[..., None] if vector_B else B

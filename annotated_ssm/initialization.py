@@ -3,7 +3,6 @@ S5's blocks.
 
     log_step_size                    log Δ ~ U[log Δ_min, log Δ_max] (every layer)
     diagonal_init, DIAGONAL_INITS    S4D/DSS eigenvalues by name (S4D paper, §4 and §5.2)
-    check_init_options               a layer's ``init_options``, checked
     block_hippo_n, s5_init           S5's block-diagonal HiPPO-N, Λ, B̃ and C̃
 
 Random draws use ``jax.random`` with the key passed in (same key, same draw); HiPPO-N's
@@ -20,8 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from ._validation import (check_bool, check_choice, check_positive_int, check_step_bounds,
-                          is_real_number)
 from .hippo import dplr_legs, legs_eigenvalues
 
 __all__ = [
@@ -29,7 +26,6 @@ __all__ = [
     "DIAGONAL_INITS",
     "DIAGONAL_ABLATIONS",
     "DIAGONAL_INIT_OPTIONS",
-    "check_init_options",
     "diagonal_init",
     "block_hippo_n",
     "S5Init",
@@ -48,7 +44,6 @@ def log_step_size(key: jax.Array, shape, step_min: float = 1e-3,
         float32 array of ``shape`` holding log Δ (layers store log Δ and use exp of it, which
         keeps Δ positive during training).
     """
-    step_min, step_max = check_step_bounds(step_min, step_max)
     return jax.random.uniform(key, shape, jnp.float32, jnp.log(step_min), jnp.log(step_max))
 
 
@@ -75,25 +70,6 @@ def _uniform(key: jax.Array, size: int) -> np.ndarray:
 
 #: The keyword arguments of :func:`diagonal_init` a layer's ``init_options`` may set.
 DIAGONAL_INIT_OPTIONS = ("real_part", "imag_scale", "random_real", "random_imag")
-
-
-def check_init_options(init_options) -> dict:
-    """``init_options`` of a diagonal layer as a dict, or ValueError naming an unknown key or
-    a flag that is not a bool (the other values are checked by :func:`diagonal_init`)."""
-    if init_options is None:
-        return {}
-    if not isinstance(init_options, dict):
-        raise TypeError(f"init_options must be a dict or None; got {type(init_options).__name__} "
-                        f"{init_options!r}.")
-    unknown = [key for key in init_options if key not in DIAGONAL_INIT_OPTIONS]
-    if unknown:
-        raise ValueError(f"unknown init_options key {unknown[0]!r}; choose from: "
-                         f"{', '.join(map(repr, DIAGONAL_INIT_OPTIONS))}.")
-    options = dict(init_options)
-    for flag in ("random_real", "random_imag"):
-        if flag in options:  # read before diagonal_init runs (to draw per-channel keys)
-            options[flag] = check_bool(f"init_options[{flag!r}]", options[flag])
-    return options
 
 
 def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_scale: float = 1.0,
@@ -133,35 +109,14 @@ def diagonal_init(name: str, N: int, *, key=None, real_part: float = -0.5, imag_
     Returns:
         (N/2,) complex128, or (N,) float64 for ``real``.
     """
-    check_choice("name", name, DIAGONAL_INITS)
-    N = check_positive_int("N", N)
-    random_real = check_bool("random_real", random_real)
-    random_imag = check_bool("random_imag", random_imag)
-    if not (is_real_number(real_part) and np.isfinite(real_part) and real_part < 0):
-        raise ValueError(f"real_part must be a real number, finite and < 0 (a stable SSM); "
-                         f"got {real_part!r}.")
-    if not (is_real_number(imag_scale) and np.isfinite(imag_scale) and imag_scale >= 0):
-        raise ValueError(f"imag_scale must be a real number, finite and >= 0; got {imag_scale!r}.")
-    if (random_real or random_imag or name == "rand") and key is None:
-        raise ValueError(f"key must be a jax.random key for name={name!r} with random_real={random_real}, "
-                         f"random_imag={random_imag}; got key=None.")
-    if name == "real":
-        if random_real or random_imag or real_part != -0.5 or imag_scale != 1.0:
-            raise ValueError("name='real' (S4D-Real: A_n = -(n+1)) takes no real_part, imag_scale, random_real "
-                             "or random_imag; got non-default values.")
+    if name == "real":  # the other arguments do not apply
         return -(np.arange(N) + 1.0)
-    if N % 2:
-        raise ValueError(f"N must be even for name={name!r} (eigenvalues come in conjugate pairs, N/2 are "
-                         f"kept); got N={N}.")
     half = N // 2
     # Two independent streams: the real parts' draw and the imaginary parts' draw. float32
     # draws (JAX's default, whatever jax_enable_x64 says), widened to float64.
     if key is not None:
         key_real, key_imag = jax.random.split(key)
     if random_imag:
-        if name in ("legs", "rand"):
-            raise ValueError(f"random_imag applies to the formula initialisations inv, lin, inv2, quad; "
-                             f"got name={name!r}.")
         n = half * _uniform(key_imag, half)
     else:
         n = np.arange(half, dtype=np.float64)
@@ -209,17 +164,8 @@ def block_hippo_n(state_size: int, blocks: int = 1, *, conj_sym: bool = True):
         Lambda: (P',) complex128 eigenvalues, block by block; P' = P/2 with conj_sym, else P.
         V: (P, P') complex128, the kept eigenvectors (columns).
     """
-    P = check_positive_int("state_size", state_size)
-    J = check_positive_int("blocks", blocks)
-    if P % J:
-        raise ValueError(f"blocks must divide state_size; got state_size={P}, blocks={J} "
-                         f"(P / J = {P / J:g}).")
-    R = P // J
-    if conj_sym and R % 2:
-        raise ValueError(
-            f"state_size / blocks must be even with conj_sym=True (one state of each conjugate "
-            f"pair is kept); got block size {R} from state_size={P}, blocks={J}."
-        )
+    J = blocks
+    R = state_size // J
     Lambda_block, _, _, V_block = dplr_legs(R)
     keep = R // 2 if conj_sym else R
     Lambda_block, V_block = Lambda_block[:keep], V_block[:, :keep]
@@ -247,7 +193,7 @@ def s5_init(key: jax.Array, d_model: int, state_size: int, blocks: int = 1, *,
     conjugate pairs' halves keeps the map u ↦ y of that real system exactly (``y = 2·Re(C̃x)``).
     A bidirectional layer gets a second, independently sampled C for the backward scan.
     """
-    H = check_positive_int("d_model", d_model)
+    H = d_model
     Lambda, V = block_hippo_n(state_size, blocks, conj_sym=conj_sym)
     P = V.shape[0]
     key_B, key_C = jax.random.split(key)

@@ -17,9 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import (check_bool, check_broadcast, check_choice, check_finite, check_ndim, check_positive_finite,
-                          check_positive_int, is_concrete)
-from .discretize import METHODS, _discretize_diagonal, expm1_ratio
+from .discretize import discretize_diagonal, expm1_ratio
 
 __all__ = [
     "naive_kernel",
@@ -34,28 +32,6 @@ __all__ = [
     "dss_kernel",
     "vandermonde_kernel",
 ]
-
-
-# --- input checks ---------------------------------------------------------------------------
-#
-# One convention: a public kernel checks its arguments (``_check_<name>``) and calls its
-# private algorithm (``_<name>``); the layers, whose parameters are checked when they are
-# built, call the algorithms directly. Shapes, lengths and flags are checked even under
-# jit; values only of concrete inputs (a jax.Array on its device: see _validation).
-
-
-def _check_time_axes(u, **kernels) -> None:
-    """Raise ValueError unless u and every kernel have a last (time) axis of one length.
-
-    Shapes only: the convolutions are the inner loop of every layer, and looking at the
-    values of a concrete array would copy it from the accelerator to the host."""
-    for name, K in kernels.items():
-        if np.ndim(u) < 1 or np.ndim(K) < 1:
-            raise ValueError(f"u and {name} must have a time axis (..., L); got u {np.shape(u)} "
-                             f"and {name} {np.shape(K)}.")
-        if np.shape(u)[-1] != np.shape(K)[-1]:
-            raise ValueError(f"u and {name} must have the same length on their last axis; got u "
-                             f"{np.shape(u)} and {name} {np.shape(K)}.")
 
 
 def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np.ndarray:
@@ -77,25 +53,10 @@ def naive_kernel(A_bar, B_bar, C, L: int, *, diagonal: bool | None = None) -> np
         (..., L) float64 if all inputs are real, else complex128 (callers using conjugate
         symmetry take ``2 * Re``).
     """
-    L = check_positive_int("L", L)
     A_bar, B_bar, C = (np.asarray(a) for a in (A_bar, B_bar, C))
     dtype = np.result_type(A_bar, B_bar, C, np.float64)
     A_bar, B_bar, C = (a.astype(dtype) for a in (A_bar, B_bar, C))
-    for name, a in (("A_bar", A_bar), ("B_bar", B_bar), ("C", C)):
-        if a.ndim < 1:
-            raise ValueError(f"{name} must have a state axis (..., N); got a scalar.")
     dense = (A_bar.ndim >= 2 and A_bar.ndim == B_bar.ndim + 1) if diagonal is None else not diagonal
-    N = B_bar.shape[-1]
-    if A_bar.shape[-1] != N or (dense and A_bar.shape[-2] != N) or C.shape[-1] != N:
-        raise ValueError(
-            f"A_bar, B_bar and C must share the state size N; got shapes A_bar {A_bar.shape}, "
-            f"B_bar {B_bar.shape}, C {C.shape}."
-        )
-    return _naive_kernel(A_bar, B_bar, C, L, dense)
-
-
-def _naive_kernel(A_bar, B_bar, C, L: int, dense: bool) -> np.ndarray:
-    """The algorithm of :func:`naive_kernel` (its arguments checked, in one dtype, there)."""
     x = B_bar
     batch = np.broadcast_shapes(A_bar.shape[: -2 if dense else -1], B_bar.shape[:-1], C.shape[:-1])
     K = np.empty(batch + (L,), dtype=x.dtype)
@@ -108,20 +69,15 @@ def _naive_kernel(A_bar, B_bar, C, L: int, dense: bool) -> np.ndarray:
 def causal_conv(u, K):
     """Causal convolution ``y_ℓ = Σ_{j ≤ ℓ} K_j u_{ℓ-j}`` by FFT.
 
+    Zero-padded to at least 2L, so the FFT's circular convolution is the linear one on the
+    first L outputs.
+
     Args:
         u: (..., L) real input.
         K: (..., L) real kernel, broadcastable against u.
 
     Returns:
         (..., L) real, the broadcast shape of u and K.
-    """
-    _check_time_axes(u, K=K)
-    return _causal_conv(u, K)
-
-
-def _causal_conv(u, K):
-    """Zero-padded to at least 2L, so the FFT's circular convolution is the linear one on the
-    first L outputs.
     """
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
@@ -134,20 +90,15 @@ def bidirectional_conv(u, K_forward, K_backward):
     """A forward and a backward convolution, ``Σ_{j ≤ ℓ} K→_{ℓ-j} u_j + Σ_{j ≥ ℓ} K←_{j-ℓ} u_j``:
     ``causal_conv(u, K→) + flip(causal_conv(flip(u), K←))`` with u transformed once.
 
+    One two-sided kernel, K→ at lags 0 … L-1 and K← at lags 0, -1, …, -(L-1), which a
+    circular convolution of length ≥ 2L-1 applies without wrapping: three FFTs, not six.
+
     Args:
         u: (..., L) real input.
         K_forward, K_backward: (..., L) real kernels, broadcastable against u.
 
     Returns:
         (..., L) real, the broadcast shape of u and the kernels.
-    """
-    _check_time_axes(u, K_forward=K_forward, K_backward=K_backward)
-    return _bidirectional_conv(u, K_forward, K_backward)
-
-
-def _bidirectional_conv(u, K_forward, K_backward):
-    """One two-sided kernel, K→ at lags 0 … L-1 and K← at lags 0, -1, …, -(L-1), which a
-    circular convolution of length ≥ 2L-1 applies without wrapping: three FFTs, not six.
     """
     L = np.shape(u)[-1]
     n = _fast_fft_length(2 * L)
@@ -184,6 +135,9 @@ def _fast_fft_length(n: int) -> int:
 def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
     """The Cauchy kernel ``k_j = Σ_n v_n / (z_j - λ_n)``.
 
+    With ``conjugate`` a pair shares one denominator ``(z - λ)(z - conj λ)``, so it costs one
+    division; with ``imaginary`` too, that denominator is ``(|λ|² - y²) - 2i Re(λ) y``.
+
     Args:
         v: (..., M) complex weights; an extra axis (e.g. (..., 4, M) with lambd (..., 1, M))
             shares one reciprocal between several products, as S4's kernel needs.
@@ -195,18 +149,6 @@ def cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
 
     Returns:
         (..., F) complex.
-    """
-    check_bool("conjugate", conjugate)
-    check_bool("imaginary", imaginary)
-    if imaginary and np.iscomplexobj(z):  # a dtype, known while tracing: free to check
-        raise ValueError(f"z must hold the real numbers y of the points iy when imaginary=True; "
-                         f"got dtype {np.result_type(z)} (pass z.imag, or imaginary=False).")
-    return _cauchy(v, z, lambd, conjugate=conjugate, imaginary=imaginary)
-
-
-def _cauchy(v, z, lambd, *, conjugate: bool = False, imaginary: bool = False):
-    """With ``conjugate`` a pair shares one denominator ``(z - λ)(z - conj λ)``, so it costs one
-    division; with ``imaginary`` too, that denominator is ``(|λ|² - y²) - 2i Re(λ) y``.
     """
     v, z, lambd = jnp.asarray(v), jnp.asarray(z), jnp.asarray(lambd)
     if imaginary and not conjugate:
@@ -265,7 +207,6 @@ def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
         j: (F,) int, the indices kept (j = L/2 excluded).
         tan: (F,) float64, ``tan(πj/L)``.
     """
-    L = check_positive_int("L", L)
     j = np.arange(L // 2 + 1 if half else L)
     j = j[2 * j != L]
     return j, np.tan(np.pi * j / L)
@@ -275,32 +216,19 @@ def s4_nodes(L: int, *, half: bool = True) -> tuple[np.ndarray, np.ndarray]:
 S4_CHUNK_SIZE = 64
 
 
-def _check_s4_kernel(Lambda, P, B, C_tilde, step, L, *, Q=None, conjugate=True, chunk_size=None):
-    check_positive_int("L", L)
-    if chunk_size is not None:
-        check_positive_int("chunk_size", chunk_size)
-    check_bool("conjugate", conjugate)
-    named = {"Lambda": Lambda, "P": P, "Q": P if Q is None else Q, "B": B, "C_tilde": C_tilde}
-    for name, a in named.items():
-        if np.ndim(a) < 1:
-            raise ValueError(f"{name} must have a state axis (..., M); got a scalar.")
-    M = np.shape(Lambda)[-1]
-    for name, a in named.items():
-        if np.shape(a)[-1] != M:
-            raise ValueError(
-                f"{name} must have M = {M} states on its last axis (from Lambda's shape "
-                f"{np.shape(Lambda)}); got shape {np.shape(a)}."
-            )
-        check_finite(name, a)
-    check_positive_finite("step", step)
-
-
 def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
               chunk_size: int | None = None):
     """S4's convolution kernel for ``A = diag(Λ) - P Q*`` (bilinear), by Algorithm 1 of S4:
     ``K̄_ℓ = C Ā^ℓ B̄`` for ``ℓ < L``, with ``C̃ = C (I - Ā^L)`` the parameter S4 learns, for
     this L (``S4Layer`` keeps C̃ for one reference length and truncates or converts it, so its
     kernel does not depend on the call length).
+
+    The truncated generating function ``K̂(ω) = C̃ (I - Āω)⁻¹ B̄`` at the roots of unity, by
+    four Cauchy sums over the poles Λ and the Woodbury identity for the rank-one term, then
+    ``K̄ = iFFT(K̂)``: with g = (2/Δ)(1 - ω)/(1 + ω) and c = 2/(1 + ω),
+
+        k00, k01, k10, k11 = Σ_n [C̃B, C̃P, Q̄B, Q̄P]_n / (g - Λ_n)
+        K̂ = c (k00 - k01 k10 / (1 + k11)).
 
     Args:
         Lambda: (..., M) complex; with ``conjugate``, one of each conjugate pair (N = 2M).
@@ -315,19 +243,6 @@ def s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = 
 
     Returns:
         (..., L): real (``conjugate``) or complex; the broadcast batch shape of the inputs.
-    """
-    _check_s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
-    return _s4_kernel(Lambda, P, B, C_tilde, step, L, Q=Q, conjugate=conjugate, chunk_size=chunk_size)
-
-
-def _s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool = True,
-              chunk_size: int | None = None):
-    """The truncated generating function ``K̂(ω) = C̃ (I - Āω)⁻¹ B̄`` at the roots of unity, by
-    four Cauchy sums over the poles Λ and the Woodbury identity for the rank-one term, then
-    ``K̄ = iFFT(K̂)``: with g = (2/Δ)(1 - ω)/(1 + ω) and c = 2/(1 + ω),
-
-        k00, k01, k10, k11 = Σ_n [C̃B, C̃P, Q̄B, Q̄P]_n / (g - Λ_n)
-        K̂ = c (k00 - k01 k10 / (1 + k11)).
     """
     Q = P if Q is None else Q
     arrays = [jnp.asarray(a) for a in (Lambda, P, Q, B, C_tilde)]
@@ -350,7 +265,7 @@ def _s4_kernel(Lambda, P, B, C_tilde, step, L: int, *, Q=None, conjugate: bool =
     def generating_function(tan):
         """K̂ at the nodes with the given tan(πj/L), shape (F,) -> (..., F)."""
         # g = i · scale · tan: the nodes lie on the imaginary axis.
-        k = _cauchy(weights, scale * tan, poles, conjugate=conjugate, imaginary=True)  # (..., 4, F)
+        k = cauchy(weights, scale * tan, poles, conjugate=conjugate, imaginary=True)  # (..., 4, F)
         k00, k01, k10, k11 = k[..., 0, :], k[..., 1, :], k[..., 2, :], k[..., 3, :]
         c = 1 + 1j * tan  # 2/(1 + ω)
         return c * (k00 - k01 * k10 / (1 + k11))
@@ -400,49 +315,15 @@ def _reciprocal(x, eps):
     return jnp.conj(x) / (jnp.real(x * jnp.conj(x)) + eps)
 
 
-def _check_dss_coefficients(Lambda, W, step, L, variant="exp", *, eps=1e-10):
-    check_positive_int("L", L)
-    check_choice("variant", variant, DSS_VARIANTS)
-    check_positive_finite("eps", eps)
-    if np.ndim(Lambda) not in (1, 2):
-        raise ValueError(
-            f"Lambda must have shape (N/2,) or (H, N/2) (one eigenvalue per conjugate pair); "
-            f"got shape {np.shape(Lambda)}."
-        )
-    if np.ndim(step) != 1:
-        raise ValueError(f"step must have shape (H,) (one step size per channel); got shape {np.shape(step)}.")
-    H, half = np.shape(step)[0], np.shape(Lambda)[-1]
-    if np.ndim(Lambda) == 2 and np.shape(Lambda)[0] != H:
-        raise ValueError(
-            f"Lambda of shape (H, N/2) must have H = {H} rows (from step of shape {np.shape(step)}); "
-            f"got shape {np.shape(Lambda)}."
-        )
-    if np.ndim(W) < 2 or np.shape(W)[-2:] != (H, half):
-        raise ValueError(
-            f"W must have shape (..., H, N/2) = (..., {H}, {half}) (from step and Lambda); "
-            f"got shape {np.shape(W)}."
-        )
-    check_finite("Lambda", Lambda)
-    check_finite("W", W)
-    check_positive_finite("step", step)
-    if variant == "exp" and is_concrete(Lambda) and np.any(np.real(np.asarray(Lambda)) > 0):
-        raise ValueError(
-            "Lambda must have real parts <= 0 for variant 'exp' (e^{λΔℓ} would grow without bound); "
-            f"got max Re(Lambda) = {np.max(np.real(np.asarray(Lambda))):.3g}. Use variant='softmax' for "
-            "an unconstrained real part."
-        )
-
-
-def _check_dss_kernel(Lambda, W, step, L, variant="exp", *, eps=1e-10, chunk=None):
-    _check_dss_coefficients(Lambda, W, step, L, variant, eps=eps)
-    if chunk is not None:
-        check_positive_int("chunk", chunk)
-
-
 def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
     """The weights and time shifts of a DSS kernel, ``K̄_ℓ = 2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}``
     (Gupta et al., Proposition 1): DSS-exp ``c_n = W_n (e^{λ_nΔ} - 1)/λ_n``, ``s_n = 0``;
     DSS-softmax ``2 Re Σ_n (W_n/λ_n) softmax_ℓ(λ_nΔℓ)``, the softmax over ℓ < L.
+
+    The softmax is shifted by its largest entry, like a real one: s_n = L-1 where Re(λ_n) > 0,
+    so no exponent has a positive real part. With a = ±λΔ (Re a <= 0) a row sums to
+    ``(e^{aL} - 1)/(e^{a} - 1)``, and ``1/(e^{aL} - 1)``, singular exactly where
+    Proposition 1 excludes λ, becomes the bounded ``conj(x)/(|x|² + eps)``.
 
     Args:
         Lambda: (N/2,) or (H, N/2) complex eigenvalues (one of each conjugate pair).
@@ -454,16 +335,6 @@ def dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: floa
 
     Returns:
         coef (..., H, N/2) complex; shift (H, N/2) real, 0 or L-1; dtLambda (H, N/2), λΔ.
-    """
-    _check_dss_coefficients(Lambda, W, step, L, variant, eps=eps)
-    return _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
-
-
-def _dss_coefficients(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10):
-    """The softmax is shifted by its largest entry, like a real one: s_n = L-1 where Re(λ_n) > 0,
-    so no exponent has a positive real part. With a = ±λΔ (Re a <= 0) a row sums to
-    ``(e^{aL} - 1)/(e^{a} - 1)``, and ``1/(e^{aL} - 1)``, singular exactly where
-    Proposition 1 excludes λ, becomes the bounded ``conj(x)/(|x|² + eps)``.
     """
     Lambda, W, step = jnp.asarray(Lambda), jnp.asarray(W), jnp.asarray(step)
     H = step.shape[0]
@@ -489,6 +360,9 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     """The DSS convolution kernel of H channels, ``2 Re Σ_n c_n e^{λ_nΔ(ℓ - s_n)}`` with (c, s)
     from :func:`dss_coefficients`; DSS-exp needs Re(λ) <= 0, DSS-softmax takes any λ.
 
+    The (H, N/2, L) exponentials in chunks of the length axis when large, each recomputed in
+    the backward pass (``jax.checkpoint``): memory O(H·N·chunk), under ``grad`` too.
+
     Args:
         Lambda: (N/2,) (shared by the channels, as in DSS) or (H, N/2) complex.
         W: (..., H, N/2) complex.
@@ -501,16 +375,7 @@ def dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e
     Returns:
         (..., H, L) real.
     """
-    _check_dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
-    return _dss_kernel(Lambda, W, step, L, variant, eps=eps, chunk=chunk)
-
-
-def _dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1e-10,
-               chunk: int | None = None):
-    """The (H, N/2, L) exponentials in chunks of the length axis when large, each recomputed in
-    the backward pass (``jax.checkpoint``): memory O(H·N·chunk), under ``grad`` too.
-    """
-    coef, shift, dtLambda = _dss_coefficients(Lambda, W, step, L, variant, eps=eps)
+    coef, shift, dtLambda = dss_coefficients(Lambda, W, step, L, variant, eps=eps)
     H, half = dtLambda.shape
     if chunk is None:
         chunk = L if H * half * L <= _DSS_MAX_ENTRIES else max(1, _DSS_MAX_ENTRIES // (H * half))
@@ -538,27 +403,15 @@ def _dss_kernel(Lambda, W, step, L: int, variant: str = "exp", *, eps: float = 1
 # --- S4D: the Vandermonde kernel (chapter 6) --------------------------------------------
 
 
-def _check_vandermonde_kernel(A, B, C, step, L, *, method="zoh", conjugate=True, max_elements=2**22,
-                              block_size=None):
-    check_positive_int("L", L)
-    check_positive_int("max_elements", max_elements)
-    if block_size is not None:
-        check_positive_int("block_size", block_size)
-    check_bool("conjugate", conjugate)
-    check_choice("method", method, METHODS)
-    check_ndim("A", A, range(1, 33), "(..., N), a state axis last")
-    check_broadcast(f"A, B, C and step must broadcast together; got shapes A {np.shape(A)}, "
-                    f"B {np.shape(B)}, C {np.shape(C)}, step {np.shape(step)}.",
-                    np.shape(A), np.shape(B), np.shape(C), np.shape(step))
-    for name, value in (("A", A), ("B", B), ("C", C)):
-        check_finite(name, value)
-    check_positive_finite("step", step)
-
-
 def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
                        max_elements: int = 2**22, block_size: int | None = None):
     """The kernel of a diagonal SSM, ``K̄_ℓ = Σ_n C_n B̄_n Ā_n^ℓ`` (a Vandermonde product), with
     (A, B) discretised entry by entry by ``method``.
+
+    Powers from their exponents, ``Ā^ℓ = exp(ℓ log Ā)`` (no O(L) chain of products), in
+    blocks: with ℓ = aT + b, ``K̄_{aT+b} = Re Σ_n (C_n B̄_n Ā_n^{aT}) Ā_n^b = (X Y)_{ab}``, a
+    real matrix product of X (L/T × 2N) and Y (2N × T). N(L/T + T) exponentials, not NL, and
+    no (N, L) matrix; groups of rows go through ``lax.map`` and ``jax.checkpoint`` when large.
 
     Args:
         A: (..., N) continuous eigenvalues (complex, or real), e.g. (H, N) for H channels.
@@ -574,24 +427,11 @@ def vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate:
     Returns:
         (..., L) real, the batch of A, B, C and step broadcast.
     """
-    _check_vandermonde_kernel(A, B, C, step, L, method=method, conjugate=conjugate, max_elements=max_elements,
-        block_size=block_size)
-    return _vandermonde_kernel(A, B, C, step, L, method=method, conjugate=conjugate, max_elements=max_elements,
-        block_size=block_size)
-
-
-def _vandermonde_kernel(A, B, C, step, L: int, *, method: str = "zoh", conjugate: bool = True,
-                       max_elements: int = 2**22, block_size: int | None = None):
-    """Powers from their exponents, ``Ā^ℓ = exp(ℓ log Ā)`` (no O(L) chain of products), in
-    blocks: with ℓ = aT + b, ``K̄_{aT+b} = Re Σ_n (C_n B̄_n Ā_n^{aT}) Ā_n^b = (X Y)_{ab}``, a
-    real matrix product of X (L/T × 2N) and Y (2N × T). N(L/T + T) exponentials, not NL, and
-    no (N, L) matrix; groups of rows go through ``lax.map`` and ``jax.checkpoint`` when large.
-    """
     A, B, C, step = (jnp.asarray(x) for x in (A, B, C, step))
     complex_dtype = jnp.result_type(A, B, C, step, jnp.complex64)
     real_dtype = jnp.finfo(complex_dtype).dtype
     A, step = A.astype(complex_dtype), step.astype(real_dtype)
-    _, B_bar = _discretize_diagonal(A, B.astype(complex_dtype), step, method)
+    _, B_bar = discretize_diagonal(A, B.astype(complex_dtype), step, method)
     log_A_bar = _log_A_bar(step * A, method)  # (..., N): the batch of A and step only
     # Decay rate and phase of Ā. A discrete eigenvalue that is exactly 0 (bilinear with
     # ΔA = -2) has log -inf; clamping it to -1000 keeps Ā^0 = 1 and Ā^ℓ = 0 exact.

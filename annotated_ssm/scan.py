@@ -17,22 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_bool, check_broadcast, check_choice, check_finite, check_positive_int
-
 __all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator",
-           "selective_scan", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK"]
-
-
-def _check_recurrence(a, b):
-    if np.ndim(b) < 1:
-        raise ValueError(f"b must have a leading time axis, shape (L, ...); got shape {np.shape(b)}.")
-    _check_broadcasts_to_b(a, b)
-
-
-def _check_broadcasts_to_b(a, b):
-    message = f"a must broadcast to the shape of b {np.shape(b)}; got a {np.shape(a)}."
-    if check_broadcast(message, np.shape(a), np.shape(b)) != np.shape(b):
-        raise ValueError(message)
+           "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK"]
 
 
 def sequential_scan(a, b, *, x0=None, reverse: bool = False):
@@ -47,12 +33,6 @@ def sequential_scan(a, b, *, x0=None, reverse: bool = False):
     Returns:
         (L, ...) states x_0 … x_{L-1}.
     """
-    _check_recurrence(a, b)
-    return _sequential_scan(a, b, x0=x0, reverse=reverse)
-
-
-def _sequential_scan(a, b, *, x0=None, reverse: bool = False):
-    """The algorithm of :func:`sequential_scan` (its arguments checked there): ``lax.scan``."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(jnp.asarray(a), b.shape).astype(jnp.result_type(a, b))
     x = jnp.zeros(b.shape[1:], a.dtype) if x0 is None else jnp.broadcast_to(jnp.asarray(x0, a.dtype), b.shape[1:])
@@ -78,20 +58,13 @@ def binary_operator(left, right):
     return a_r * a_l, a_r * b_l + b_r
 
 
+@functools.partial(jax.jit, static_argnames="reverse")
 def parallel_scan(a, b, *, x0=None, reverse: bool = False):
     """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` by ``jax.lax.associative_scan``.
 
-    Same arguments and result as :func:`sequential_scan`; O(L) work, O(log L) depth. Only
-    shapes are checked (values are never read: a and b may be large device arrays).
+    Same arguments and result as :func:`sequential_scan`; O(L) work, O(log L) depth. Jitted:
+    run eagerly, the scan's many small slicing operations would be dispatched one by one.
     """
-    _check_recurrence(a, b)
-    return _parallel_scan(a, b, x0=x0, reverse=reverse)
-
-
-@functools.partial(jax.jit, static_argnames="reverse")
-def _parallel_scan(a, b, *, x0=None, reverse: bool = False):
-    """The algorithm of :func:`parallel_scan` (its arguments checked there). Jitted here:
-    run eagerly, the scan's many small slicing operations would be dispatched one by one."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(jnp.asarray(a), b.shape).astype(jnp.result_type(a, b))
     b = b.astype(a.dtype)
@@ -118,18 +91,9 @@ def linear_recurrence(a, b, *, axis: int = 0, reverse: bool = False):
     Returns:
         The states, b's shape and the dtype of a and b together.
     """
-    if np.ndim(b) < 1 or not -np.ndim(b) <= axis < np.ndim(b):
-        raise ValueError(f"axis must name an axis of b (the time axis); got axis {axis} for b of "
-                         f"shape {np.shape(b)}.")
-    _check_broadcasts_to_b(a, b)
-    return _linear_recurrence(a, b, axis=axis, reverse=reverse)
-
-
-def _linear_recurrence(a, b, *, axis: int, reverse: bool = False):
-    """The algorithm of :func:`linear_recurrence` (its arguments checked there)."""
     b = jnp.asarray(b)
     a = jnp.broadcast_to(a, b.shape)
-    x = _parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
+    x = parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
     return jnp.moveaxis(x, 0, axis)
 
 
@@ -149,27 +113,6 @@ def ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
         states: (L, N); y: (L,) or (L, P). y is real when every input is real.
     """
     A_bar, B_bar, C, u = (jnp.asarray(x) for x in (A_bar, B_bar, C, u))
-    _check_ssm_recurrence(A_bar, B_bar, C, u)
-    return _ssm_recurrence(A_bar, B_bar, C, u, D, x0=x0)
-
-
-def _check_ssm_recurrence(A_bar, B_bar, C, u):
-    if B_bar.ndim not in (1, 2):
-        raise ValueError(f"B_bar must have shape (N,) or (N, M); got {B_bar.shape}.")
-    N = B_bar.shape[0]
-    if A_bar.shape not in ((N, N), (N,)):
-        raise ValueError(f"A_bar must have shape ({N}, {N}) or ({N},) to match B_bar "
-                         f"{B_bar.shape}; got {A_bar.shape}.")
-    if C.shape[-1] != N:
-        raise ValueError(f"C must have shape (N,) or (P, N) with N = {N}; got {C.shape}.")
-    if u.ndim != B_bar.ndim or (u.ndim == 2 and u.shape[1] != B_bar.shape[1]):
-        raise ValueError(f"u must have shape (L,) for B_bar (N,) or (L, M) for B_bar (N, M); "
-                         f"got u {u.shape}, B_bar {B_bar.shape}.")
-    check_finite("u", u)
-
-
-def _ssm_recurrence(A_bar, B_bar, C, u, D=0.0, *, x0=None):
-    """The algorithm of :func:`ssm_recurrence` (its arguments checked there)."""
     dense = A_bar.ndim == 2
     dtype = jnp.result_type(A_bar, B_bar, C, u)
     x = jnp.zeros(B_bar.shape[0], dtype) if x0 is None else jnp.asarray(x0, dtype)
@@ -227,37 +170,28 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
             elsewhere, where the steps of a chunk run in parallel (not measured here).
 
     Returns:
-        y: (..., L, H), in the dtype of the inputs together. Only shapes are checked.
+        y: (..., L, H), in the dtype of the inputs together.
+
+    Raises:
+        ValueError: naming the argument and its shape, unless u is (..., L, H), A (H, N),
+            step u's shape and B, C (..., L, N), with L, H, N >= 1 (shapes only: under jit
+            too, and no value is read).
     """
-    u_shape = np.shape(u)
-    if len(u_shape) < 2 or u_shape[-2] < 1:
-        raise ValueError(f"u must have shape (..., L, H) with L >= 1; got shape {u_shape}.")
-    if np.ndim(A) != 2 or np.shape(A)[0] != u_shape[-1]:
-        raise ValueError(f"A must have shape (H, N) with H = {u_shape[-1]} (u's last axis); "
+    shape = np.shape(u)
+    if len(shape) < 2 or min(shape[-2:]) < 1:
+        raise ValueError(f"u must have shape (..., L, H) with L, H >= 1; got shape {shape}.")
+    if np.ndim(A) != 2 or np.shape(A)[0] != shape[-1] or np.shape(A)[1] < 1:
+        raise ValueError(f"A must have shape (H, N) = ({shape[-1]}, N) with N >= 1 (H from u {shape}); "
                          f"got shape {np.shape(A)}.")
     N = np.shape(A)[1]
-    if np.shape(step) != u_shape:
-        raise ValueError(f"step must have u's shape {u_shape}; got shape {np.shape(step)}.")
-    for name, x in (("B", B), ("C", C)):
-        if np.shape(x) != u_shape[:-1] + (N,):
-            raise ValueError(f"{name} must have shape {u_shape[:-1] + (N,)} (u's (..., L) and A's N); "
+    for name, x, expected in (("step", step, shape), ("B", B, shape[:-1] + (N,)), ("C", C, shape[:-1] + (N,))):
+        if np.shape(x) != expected:
+            raise ValueError(f"{name} must have shape {expected} (from u {shape} and A {np.shape(A)}); "
                              f"got shape {np.shape(x)}.")
-    if chunk_size is not None:
-        check_positive_int("chunk_size", chunk_size)
-    check_bool("reverse", reverse)
-    if within_chunk is not None:
-        check_choice("within_chunk", within_chunk, WITHIN_CHUNK)
-    return _selective_scan(u, step, A, B, C, chunk_size=chunk_size, reverse=reverse,
-                           within_chunk=within_chunk)
-
-
-def _selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_CHUNK_SIZE,
-                    reverse: bool = False, within_chunk: str | None = None):
-    """The algorithm of :func:`selective_scan` (its arguments checked there)."""
     dtype = jnp.result_type(u, step, A, B, C)
     u, step, A, B, C = (jnp.asarray(x, dtype) for x in (u, step, A, B, C))
     if chunk_size is None:  # every state at once: (..., L, H, N)
-        states = _linear_recurrence(*_selective_system(step, A, B, u), axis=-3, reverse=reverse)
+        states = linear_recurrence(*selective_system(step, A, B, u), axis=-3, reverse=reverse)
         return jnp.einsum("...ln,...lhn->...lh", C, states, precision=jax.lax.Precision.HIGHEST)
     if within_chunk is None:
         within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
@@ -288,7 +222,7 @@ def _selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN
     return y.reshape(*batch_shape, L, H)
 
 
-def _selective_system(step, A, B, u):
+def selective_system(step, A, B, u):
     """The decays exp(Δ A) and inputs Δ u B, (..., H, N), of steps Δ, u (..., H), B (..., N)."""
     return jnp.exp(step[..., None] * A), (step * u)[..., None] * B[..., None, :]
 
@@ -298,7 +232,7 @@ def _sequential_chunk(A, x, inputs, *, reverse: bool):
     (the state after the chunk, y (T, batch, H)). Each state is read out as it is made."""
     def one_step(x, inputs_t):
         u_t, step_t, B_t, C_t = inputs_t
-        decay, drive = _selective_system(step_t, A, B_t, u_t)
+        decay, drive = selective_system(step_t, A, B_t, u_t)
         x = decay * x + drive
         return x, jnp.einsum("bn,bhn->bh", C_t, x, precision=jax.lax.Precision.HIGHEST)
 
@@ -308,7 +242,7 @@ def _sequential_chunk(A, x, inputs, *, reverse: bool):
 def _associative_chunk(A, x, inputs, *, reverse: bool):
     """One chunk by the parallel scan: the chunk's T states exist at once, (T, batch, H, N)."""
     u_c, step_c, B_c, C_c = inputs
-    decay, drive = _selective_system(step_c, A, B_c, u_c)
+    decay, drive = selective_system(step_c, A, B_c, u_c)
     first, last = (-1, 0) if reverse else (0, -1)  # first: the step that meets the carried state
     drive = drive.at[first].add(decay[first] * x)
     _, states = jax.lax.associative_scan(binary_operator, (decay, drive), reverse=reverse, axis=0)

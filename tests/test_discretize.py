@@ -9,7 +9,7 @@ from flax import nnx
 from reference import discretize_dense as reference_dense, relative_error
 
 from annotated_ssm import hippo
-from annotated_ssm.discretize import METHODS, _discretize_diagonal, discretize, discretize_dense, discretize_diagonal
+from annotated_ssm.discretize import METHODS, discretize, discretize_diagonal
 from annotated_ssm.layers import get_layer
 
 
@@ -154,45 +154,6 @@ def test_bilinear_stable_for_any_step_euler_not():
             assert np.max(np.abs(np.linalg.eigvals(A_bar))) < 1
         A_bar, _ = discretize(A, B, 1.0, "euler")
         assert np.max(np.abs(np.linalg.eigvals(A_bar))) > 1
-
-
-@pytest.mark.parametrize("step", [0.0, -0.1, np.nan, np.inf, np.array([0.1, -1.0])])
-@pytest.mark.parametrize("diagonal", [True, False])
-def test_bad_step(step, diagonal):
-    A = -jnp.ones(2) if diagonal else -jnp.eye(2)
-    with pytest.raises(ValueError, match="step"):
-        discretize(A, jnp.ones(2), step, "zoh")
-
-
-def test_bad_method_and_shapes():
-    with pytest.raises(ValueError, match="method"):
-        discretize(-jnp.eye(2), jnp.ones(2), 0.1, "rk4")
-    with pytest.raises(ValueError, match="method"):
-        discretize(-jnp.ones(2), jnp.ones(2), 0.1, "ZOH")
-    with pytest.raises(ValueError, match="A must be a square"):
-        discretize_dense(-jnp.ones((2, 3)), jnp.ones(2), 0.1)
-    with pytest.raises(ValueError, match="B must have shape"):
-        discretize(-jnp.eye(3), jnp.ones(2), 0.1)
-    with pytest.raises(ValueError, match="B must have shape"):
-        discretize(-jnp.eye(3)[None].repeat(2, 0), jnp.ones(2), 0.1)
-    with pytest.raises(ValueError, match="step"):
-        discretize(-jnp.eye(3)[None].repeat(2, 0), jnp.ones(3), jnp.array([0.1, 0.2, 0.3]))
-    with pytest.raises(ValueError, match="broadcast"):
-        discretize(-jnp.ones(3), jnp.ones(2), 0.1)
-    with pytest.raises(ValueError, match="A must be finite"):
-        discretize(jnp.array([-1.0, jnp.nan]), jnp.ones(2), 0.1)
-    with pytest.raises(ValueError, match="B must be finite"):
-        discretize(-jnp.eye(2), jnp.array([1.0, jnp.inf]), 0.1)
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_discretize_diagonal_algorithm_is_the_checked_function(method):
-    A = np.array([-0.5 + 3j, -2.0 + 0j, -1e-8 + 0j])
-    B = np.array([1.0, 0.5 - 1j, 2.0])
-    step = np.array([[0.1], [0.01]])
-    expected = discretize_diagonal(A, B, step, method)
-    for got, want in zip(_discretize_diagonal(jnp.asarray(A), jnp.asarray(B), jnp.asarray(step), method), expected):
-        np.testing.assert_array_equal(got, want)
 
 
 def test_layers_offer_the_methods_of_discretize():

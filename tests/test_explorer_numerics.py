@@ -16,7 +16,7 @@ def test_s4d_explorer_legs_is_diagonal_init(N, real_part, imag_scale):
     expected = diagonal_init("legs", N, real_part=real_part, imag_scale=imag_scale)
     np.testing.assert_array_equal(A.real, real_part)
     np.testing.assert_array_equal(A, expected)
-    with pytest.raises(ValueError, match="real_part"):
+    with pytest.raises(ValueError, match="real_part.*0.5"):
         numerics.diagonal_kernel("legs", N, 0.5, imag_scale, "zoh", 0.01)
 
 
@@ -44,7 +44,7 @@ def test_legs_n_basis_padding_changes_nothing():
     plain = numerics.legs_n_basis(64, 300)
     padded = numerics.legs_n_basis(64, 300, slots=512)
     np.testing.assert_allclose(padded, plain, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="slots"):
+    with pytest.raises(ValueError, match="slots.*slots=16"):
         numerics.legs_n_basis(64, 300, slots=16)
 
 
@@ -89,11 +89,11 @@ def test_diagonal_kernel_against_float64_reference(name, N, method):
 
 
 def test_diagonal_kernel_bad_input():
-    with pytest.raises(ValueError, match="N must be <= 512"):
+    with pytest.raises(ValueError, match="N .*<= 512.*1024"):
         numerics.diagonal_kernel("inv", 1024, -0.5, 1.0, "zoh", 0.01)
-    with pytest.raises(ValueError, match="discretization"):
+    with pytest.raises(ValueError, match="discretization.*'euler'"):
         numerics.diagonal_kernel("inv", 64, -0.5, 1.0, "euler", 0.01)
-    with pytest.raises(ValueError, match="step"):
+    with pytest.raises(ValueError, match="step .*got 0.0"):
         numerics.diagonal_kernel("inv", 64, -0.5, 1.0, "zoh", 0.0)
 
 
@@ -132,11 +132,11 @@ def test_s5_responses_with_one_step_are_the_real_block_system(P, J):
 
 
 def test_s5_responses_bad_input():
-    with pytest.raises(ValueError, match="step_min"):
+    with pytest.raises(ValueError, match="step_min.*0.1"):
         numerics.s5_responses(3, 32, 4, 0.1, 0.01, 10)
-    with pytest.raises(ValueError, match="blocks"):
+    with pytest.raises(ValueError, match="blocks.*blocks=3"):
         numerics.s5_responses(3, 32, 3, 0.01, 0.1, 10)
-    with pytest.raises(ValueError, match="state_size"):
+    with pytest.raises(ValueError, match="state_size.*256"):
         numerics.s5_responses(3, 256, 1, 0.01, 0.1, 10)
 
 

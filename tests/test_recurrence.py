@@ -111,20 +111,3 @@ def test_recurrence_equals_convolution_diagonal_complex():
     K = naive_kernel(np.asarray(A_bar), np.asarray(B_bar), C, L)
     y_conv = causal_conv(jnp.float32(u), jnp.float32(K.real))
     assert relative_error(y.real, y_conv) < 1e-5
-
-
-def test_errors():
-    with pytest.raises(ValueError, match="A_bar"):
-        ssm_recurrence(np.eye(3), np.ones(2), np.ones(2), np.ones(5))
-    with pytest.raises(ValueError, match="C must"):
-        ssm_recurrence(np.ones(2), np.ones(2), np.ones(3), np.ones(5))
-    with pytest.raises(ValueError, match="u must"):
-        ssm_recurrence(np.ones(2), np.ones(2), np.ones(2), np.ones((5, 2)))
-    with pytest.raises(ValueError, match="u must be finite"):
-        ssm_recurrence(np.ones(2), np.ones(2), np.ones(2), np.array([1.0, np.nan]))
-    with pytest.raises(ValueError, match="B_bar"):
-        ssm_recurrence(np.ones(2), 1.0, np.ones(2), np.ones(5))
-    with pytest.raises(ValueError, match="b must"):
-        sequential_scan(np.ones(2), 1.0)
-    with pytest.raises(ValueError, match="a must"):
-        sequential_scan(np.ones(3), np.ones((4, 2)))

@@ -1,4 +1,6 @@
-"""The input checks every module uses: each message names the argument and what it got."""
+"""The input checks of the package's doors: each message names the argument and what it got."""
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -10,31 +12,18 @@ from annotated_ssm import _validation as v
 
 def test_check_finite_counts_bad_entries():
     v.check_finite("A", np.ones(3))
-    with pytest.raises(ValueError, match=r"A must be finite; got 2 non-finite entries"):
+    with pytest.raises(ValueError, match=r"^A .*2 non-finite"):
         v.check_finite("A", np.array([1.0, np.nan, np.inf]))
-
-
-def test_check_positive_finite_reports_the_smallest_entry():
-    v.check_positive_finite("step", np.array([0.1, 0.2]))
-    with pytest.raises(ValueError, match=r"step must be real, finite and > 0; got -0.5 \(its smallest entry\)"):
-        v.check_positive_finite("step", np.array([0.1, -0.5, 0.0]))
-
-
-def test_check_positive_finite_rejects_complex_without_printing_the_array():
-    with pytest.raises(ValueError, match=r"step must be real.*got a complex array \(dtype complex128\)") as info:
-        v.check_positive_finite("step", np.full(1000, 0.1 + 0j))
-    assert len(str(info.value)) < 200
 
 
 def test_cast_positive_finite_checks_in_the_target_dtype():
     out = v.cast_positive_finite("s", [0.5, 2.0], np.float32)
     assert out.dtype == jnp.float32 and np.array_equal(np.asarray(out), [0.5, 2.0])
-    with pytest.raises(ValueError, match=r"s must be finite and > 0 in float32; got 1e\+39 \(which is inf in "
-                                         r"float32, the dtype it is computed in\) at index \(1,\)\.$"):
+    with pytest.raises(ValueError, match=r"^s .*1e\+39 .*inf in float32.*index \(1,\)"):
         v.cast_positive_finite("s", np.array([1.0, 1e39]), np.float32)
-    with pytest.raises(ValueError, match=r"got -1\.0 at index \(0, 1\), the first of 2 such entries\.$"):
+    with pytest.raises(ValueError, match=r"^s .*-1\.0 at index \(0, 1\)"):
         v.cast_positive_finite("s", jnp.array([[1.0, -1.0], [0.0, 1.0]]), np.float32)  # on its device
-    with pytest.raises(ValueError, match=r"s must be real"):
+    with pytest.raises(ValueError, match=r"^s must be real.*complex"):
         v.cast_positive_finite("s", np.array([1 + 1j]), np.float32)
     traced = jax.jit(lambda s: v.cast_positive_finite("s", s, np.float32))(jnp.array([-1.0]))
     assert float(traced[0]) == -1.0  # a tracer: cast, not checked
@@ -46,20 +35,8 @@ def test_check_float_dtype():
     assert v.check_float_dtype("dtype", jnp.complex64, complex_allowed=True) == np.complex64
     for bad, spelled in [(jnp.int32, "dtype int32"), (bool, "dtype bool"), ("x", "'x', which is not a dtype"),
                          (np.complex64, "dtype complex64")]:
-        with pytest.raises(ValueError, match=rf"dtype must be a floating dtype \(float16, bfloat16, float32, "
-                                             rf"float64\); got {spelled}\."):
+        with pytest.raises(ValueError, match=rf"^dtype .*got {spelled}"):
             v.check_float_dtype("dtype", bad)
-
-
-def test_value_checks_are_skipped_under_jit_but_shapes_are_not():
-    @jax.jit
-    def f(step):
-        v.check_positive_finite("step", step)  # a tracer: nothing to look at
-        return step * 2
-
-    assert float(f(jnp.float32(-1.0))) == -2.0
-    with pytest.raises(ValueError, match=r"A must be a square matrix of shape \(\.\.\., N, N\); got shape \(2, 3\)"):
-        jax.jit(lambda A: v.check_square("A", A) or A)(jnp.zeros((2, 3)))
 
 
 @pytest.mark.parametrize("value", [0, -3, 2.5, True, "4"])
@@ -72,12 +49,10 @@ def test_check_positive_int_accepts_numpy_integers():
     assert v.check_positive_int("N", np.int64(4)) == 4
 
 
-def test_check_ndim_check_even_check_choice():
-    with pytest.raises(ValueError, match=r"u must have 2 or 3 dimensions \(batch\); got shape \(4,\)"):
+def test_check_ndim_check_choice():
+    with pytest.raises(ValueError, match=r"^u .*2 or 3 dimensions.*\(4,\)"):
         v.check_ndim("u", np.zeros(4), (2, 3), "batch")
-    with pytest.raises(ValueError, match=r"N must be even \(pairs\); got 5"):
-        v.check_even("N", 5, "pairs")
-    with pytest.raises(ValueError, match=r"unknown method 'rk4'; choose one of: 'euler', 'zoh'"):
+    with pytest.raises(ValueError, match=r"method 'rk4'.*'euler', 'zoh'"):
         v.check_choice("method", "rk4", ("euler", "zoh"))
 
 
@@ -103,7 +78,7 @@ def test_check_batch_shape():
     assert v.check_batch_shape("batch_shape", (2, 3)) == (2, 3)
     assert v.check_batch_shape("batch_shape", ()) == ()
     for bad in ("ab", (-1,), (2.5,), None, True):
-        with pytest.raises(ValueError, match=r"batch_shape must be an integer or a tuple of integers >= 0"):
+        with pytest.raises(ValueError, match=rf"^batch_shape .*got {re.escape(repr(bad))}"):
             v.check_batch_shape("batch_shape", bad)
 
 
@@ -130,9 +105,9 @@ def test_check_finite_at_names_the_first_bad_position():
     v.check_finite_at("u", x, ("batch", "time", "channel"))
     x[1, 4, 0] = np.inf
     x[1, 2, 2] = np.nan
-    with pytest.raises(ValueError, match=r"u must be finite; got nan at \(batch 1, time 2, channel 2\), the first of 2 non-finite entries"):
+    with pytest.raises(ValueError, match=r"^u .*nan at \(batch 1, time 2, channel 2\)"):
         v.check_finite_at("u", x, ("batch", "time", "channel"))
-    with pytest.raises(ValueError, match=r"got inf at \(time 1, channel 0\), the first of 1 non-finite entry\."):
+    with pytest.raises(ValueError, match=r"^u .*inf at \(time 1, channel 0\)"):
         v.check_finite_at("u", x[1, 3:], ("batch", "time", "channel"))  # time counts from the slice
     # Under jit the values are tracers: nothing is checked (no device-to-host copy).
     assert np.isnan(jax.jit(lambda x: v.check_finite_at("u", x, ("time",)) or x)(jnp.array([np.nan])))[0]
@@ -144,12 +119,11 @@ def test_check_step_bounds_in_float32():
     assert v.check_step_bounds(tiny, 1e38) == (tiny, 1e38)
     for bad, shown in [(1e-50, r"1e-50 \(0 in float32\)"), (1e-40, r"1e-40 \(9\.99995e-41 in float32, subnormal\)"),
                        (0.0, "0.0"), (-1.0, "-1.0"), (np.nan, "nan"), ("1", "'1'"), (True, "True")]:
-        with pytest.raises(ValueError, match=rf"step_min must be a real number > 0, finite and normal in float32 "
-                                             rf"\(from 1\.18e-38 to 3\.4e\+38.*got {shown}\.$"):
+        with pytest.raises(ValueError, match=rf"^step_min .*got {shown}\.$"):
             v.check_step_bounds(bad, 0.1)
     with pytest.raises(ValueError, match=r"step_max .*got 1e\+39 \(inf in float32\)"):
         v.check_step_bounds(1e-3, 1e39)
-    with pytest.raises(ValueError, match=r"step_min must be <= step_max; got step_min=0.5, step_max=0.1"):
+    with pytest.raises(ValueError, match=r"^step_min .*step_min=0.5, step_max=0.1"):
         v.check_step_bounds(0.5, 0.1)
     assert v.check_step_bounds(1e-300, 1e-3, np.float64) == (1e-300, 1e-3)  # another dtype
 
@@ -158,6 +132,5 @@ def test_check_finite_at_names_the_value_before_the_cast():
     original = np.array([[0.0, 1e39]])
     with np.errstate(over="ignore"):
         cast = original.astype(np.float32)
-    with pytest.raises(ValueError, match=r"u must be finite; got 1e\+39 \(which is inf in float32, the dtype it is "
-                                         r"computed in\) at \(time 0, channel 1\)"):
+    with pytest.raises(ValueError, match=r"^u .*1e\+39 .*inf in float32.*\(time 0, channel 1\)"):
         v.check_finite_at("u", cast, ("time", "channel"), original=original)

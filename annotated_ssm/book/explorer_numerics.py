@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_choice, check_positive_finite, check_positive_int, check_step_bounds
+from .._validation import check_choice, check_positive_int, check_real_in, check_step_bounds
 from ..discretize import discretize_dense, discretize_diagonal
 from ..hippo import legs, legs_basis, legs_eigenvalues
 from ..initialization import DIAGONAL_INITS, S5Init, diagonal_init, log_step_size, s5_init
@@ -142,7 +142,7 @@ def legs_n_basis(N: int, L: int, step: float = FIGURE3_STEP, method: str = "zoh"
     Returns:
         (n_basis, L) float64.
     """
-    check_positive_finite("step", step)
+    check_real_in("step", step, 0.0, open_low=True)
     Lambda, B_tilde, V_rows = legs_eigenvectors(N, n_basis)
     if slots is not None:
         if slots < len(Lambda):
@@ -167,7 +167,7 @@ def legs_exact_basis(L: int, step: float = FIGURE3_STEP,
         (closed_form, ssm_kernel), each (n_basis, L) float64.
     """
     L = check_positive_int("L", L)
-    check_positive_finite("step", step)
+    check_real_in("step", step, 0.0, open_low=True)
     t = step * np.arange(L)
     A, B = legs(n_basis)
     with jax.enable_x64(True):
@@ -196,7 +196,7 @@ def figure3_data(step: float = FIGURE3_STEP, t_max: float = FIGURE3_T_MAX,
     """The numbers of the S4D paper's Figure 3 on ``t ∈ [0, t_max]``, Δ = ``step``: S4-LegS
     (closed form and its own SSM kernel) and S4D-LegS for each (N, method) of ``panels``.
     The paper states neither Δ, the window nor N: the defaults are the book's choice."""
-    check_positive_finite("t_max", t_max)
+    check_real_in("t_max", t_max, 0.0, open_low=True)
     L = int(round(t_max / step)) + 1
     exact, ssm_kernel = legs_exact_basis(L, step)
     basis = {(N, method): legs_n_basis(N, L, step, method) for N, method in panels}
@@ -290,9 +290,11 @@ def diagonal_kernel(init: str, N: int, real_part: float, imag_scale: float, disc
     """
     check_choice("init", init, DIAGONAL_INITS)
     check_choice("discretization", discretization, ("zoh", "bilinear"))
-    check_positive_finite("step", step)
+    check_real_in("step", step, 0.0, open_low=True)
     if init == "real":
         real_part, imag_scale = -0.5, 1.0  # S4D-Real has neither
+    check_real_in("real_part", real_part, -np.inf, 0.0, closed_high=False)  # diagonal_init trusts its caller
+    check_real_in("imag_scale", imag_scale, 0.0)
     A = _seeded_init(init, int(N), float(real_part), float(imag_scale))
     M = len(A)
     if M > DIAGONAL_KERNEL_SLOTS:
@@ -359,6 +361,9 @@ def s5_responses(d_model: int, state_size: int, blocks: int, step_min: float, st
     check_step_bounds(step_min, step_max, np.float64)
     if check_positive_int("state_size", state_size) > 2 * S5_INIT_SLOTS:
         raise ValueError(f"state_size must be <= {2 * S5_INIT_SLOTS}; got state_size={state_size}.")
+    if state_size % check_positive_int("blocks", blocks) or (state_size // blocks) % 2:
+        raise ValueError(f"blocks must divide state_size into blocks of even size; got state_size={state_size}, "
+                         f"blocks={blocks}.")
     key_init, key_step = jax.random.split(jax.random.key(seed))
     init = s5_init(key_init, d_model, state_size, blocks)
     Lambda = np.asarray(init.Lambda, np.complex128)
@@ -392,7 +397,7 @@ def gated_s6_layer(state_size: int = 4, base_step: float = 0.1) -> S6Layer:
     not meant to be read.
     """
     N = check_positive_int("state_size", state_size)
-    check_positive_finite("base_step", base_step)
+    check_real_in("base_step", base_step, 0.0, open_low=True)
     layer = S6Layer(3, N, dt_rank=1, rngs=nnx.Rngs(0))
     x_proj = np.zeros((3, 1 + 2 * N), np.float32)
     x_proj[1, 0] = 1.0  # the low-rank input of Δ: the gate

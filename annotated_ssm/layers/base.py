@@ -121,7 +121,7 @@ from .._validation import (
     float_computation_dtypes,
 )
 from ..initialization import log_step_size
-from ..kernels import _bidirectional_conv, _causal_conv
+from ..kernels import bidirectional_conv, causal_conv
 
 __all__ = [
     "SSMParam",
@@ -516,7 +516,7 @@ class ConvolutionalSSMLayer(SSMLayer):
         K = self._kernel(u.shape[-2], u.dtype)
         channels_last = jnp.swapaxes(u, -1, -2)  # (..., H, L)
         if self.bidirectional:
-            y = _bidirectional_conv(channels_last, K[0], K[1])
+            y = bidirectional_conv(channels_last, K[0], K[1])
         else:
-            y = _causal_conv(channels_last, K)
+            y = causal_conv(channels_last, K)
         return jnp.swapaxes(y, -1, -2) + self._skip(u.dtype) * u

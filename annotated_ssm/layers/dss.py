@@ -29,7 +29,7 @@ from flax import nnx
 
 from .._validation import check_choice, check_positive_real
 from ..initialization import diagonal_init
-from ..kernels import DSS_VARIANTS, _dss_coefficients, _dss_kernel
+from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
 
 __all__ = ["DSSLayer", "DSSSystem", "REAL_PARAMETERS"]
@@ -123,7 +123,7 @@ class DSSLayer(ConvolutionalSSMLayer):
 
     def _kernel(self, length, dtype) -> jax.Array:
         """(H, L), or (2, H, L) when bidirectional."""
-        return _dss_kernel(self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype),
+        return dss_kernel(self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype),
                           length, self.variant, eps=self.eps)
 
     # --- recurrent view --------------------------------------------------------------------
@@ -141,7 +141,7 @@ class DSSLayer(ConvolutionalSSMLayer):
                     "length must be given for variant 'softmax' (the softmax normalises over the "
                     "sequence length); got None. Call discrete_system(L) and pass it to step()."
                 )
-        coef, shift, dtLambda = _dss_coefficients(
+        coef, shift, dtLambda = dss_coefficients(
             self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length or 1, self.variant, eps=self.eps
         )
         return DSSSystem(

@@ -33,7 +33,7 @@ from flax import nnx
 
 from .._validation import check_positive_int
 from ..hippo import dplr_legs
-from ..kernels import _s4_kernel
+from ..kernels import s4_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S4Layer", "S4System", "conjugate_pairs"]
@@ -195,7 +195,7 @@ class S4Layer(ConvolutionalSSMLayer):
                 if length > kernel_length:
                     # Ā^{2L} - I = 2 (Ā^L - I) + (Ā^L - I)²
                     increment = 2 * increment + jnp.matmul(increment, increment, precision=jax.lax.Precision.HIGHEST)
-        kernel = _s4_kernel(Lambda, P, B, C_tilde, step, kernel_length, chunk_size=self.chunk_size)
+        kernel = s4_kernel(Lambda, P, B, C_tilde, step, kernel_length, chunk_size=self.chunk_size)
         return kernel[..., :length]
 
     # --- recurrence ----------------------------------------------------------------------

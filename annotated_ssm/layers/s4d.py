@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_bool, check_choice
-from ..discretize import METHODS, _discretize_diagonal
-from ..initialization import DIAGONAL_INITS, check_init_options, diagonal_init
-from ..kernels import _vandermonde_kernel
+from .._validation import check_bool, check_choice, is_real_number
+from ..discretize import METHODS, discretize_diagonal
+from ..initialization import DIAGONAL_INIT_OPTIONS, DIAGONAL_INITS, diagonal_init
+from ..kernels import vandermonde_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S4DLayer", "REAL_TRANSFORMS", "REAL_PARAMETERS", "DiagonalSystem", "diagonal_step"]
@@ -49,6 +49,35 @@ def diagonal_step(system: DiagonalSystem, state: jax.Array, u_t: jax.Array, D: j
 
 #: real_transform -> the parameter holding the real part of A, named after what it stores:
 #: log(-Re A), softplus⁻¹(-Re A), or Re A itself.
+_DEFAULT_INIT_OPTIONS = {"real_part": -0.5, "imag_scale": 1.0, "random_real": False, "random_imag": False}
+
+
+def _init_options(init: str, init_options) -> dict:
+    """``init_options``, the keyword arguments of :func:`~annotated_ssm.initialization.diagonal_init`,
+    checked at the layer's door (diagonal_init trusts its caller): known keys, bool flags,
+    real_part < 0 and imag_scale >= 0 real numbers, and only where they apply."""
+    if init_options is None:
+        return {}
+    if not isinstance(init_options, dict):
+        raise TypeError(f"init_options must be a dict or None; got {type(init_options).__name__} "
+                        f"{init_options!r}.")
+    options = dict(init_options)
+    for key, value in options.items():
+        if key not in DIAGONAL_INIT_OPTIONS:
+            raise ValueError(f"unknown init_options key {key!r}; choose from: "
+                             f"{', '.join(map(repr, DIAGONAL_INIT_OPTIONS))}.")
+        if key.startswith("random_"):
+            options[key] = check_bool(f"init_options[{key!r}]", value)
+        elif not (is_real_number(value) and np.isfinite(value) and (value < 0 if key == "real_part" else value >= 0)):
+            allowed = "< 0 (a stable SSM)" if key == "real_part" else ">= 0"
+            raise ValueError(f"{key} must be a real number, finite and {allowed}; got {value!r}.")
+    changed = {key: value for key, value in options.items() if value != _DEFAULT_INIT_OPTIONS[key]}
+    if changed and init == "real" or options.get("random_imag") and init in ("legs", "rand"):
+        raise ValueError(f"init_options {changed} do not apply to init={init!r} (S4D-Real takes none; "
+                         f"random_imag applies to inv, lin, inv2, quad).")
+    return options
+
+
 REAL_PARAMETERS = {"exp": "log_A_real", "softplus": "inv_softplus_A_real", "none": "A_real"}
 REAL_TRANSFORMS = tuple(REAL_PARAMETERS)
 
@@ -108,7 +137,7 @@ class S4DLayer(ConvolutionalSSMLayer):
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.real_transform = check_choice("real_transform", real_transform, REAL_TRANSFORMS)
         train_B = check_bool("train_B", train_B)
-        options = check_init_options(init_options)
+        options = _init_options(init, init_options)
         random = init == "rand" or options.get("random_real") or options.get("random_imag")
         if random:  # a different random draw per channel, as in the reference implementation
             keys = jax.random.split(rngs.params(), H)
@@ -155,7 +184,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
     def _kernel(self, length, dtype) -> jax.Array:
         """K̄: (H, L), or (2, H, L) when bidirectional (the second one runs backwards)."""
-        return _vandermonde_kernel(
+        return vandermonde_kernel(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), pair_to_complex(self.C[...], dtype),
             self.step_sizes(dtype)[:, None], length, method=self.discretization, conjugate=self.conjugate,
         )
@@ -167,7 +196,7 @@ class S4DLayer(ConvolutionalSSMLayer):
 
         S4D parameterises C directly (no C̃ = C(I - Ā^L) as S4), so ``length`` is unused.
         """
-        A_bar, B_bar = _discretize_diagonal(
+        A_bar, B_bar = discretize_diagonal(
             self.eigenvalues(dtype), pair_to_complex(self.B[...], dtype), self.step_sizes(dtype)[:, None],
             self.discretization,
         )

@@ -28,9 +28,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .._validation import check_bool, check_choice, check_positive_int
-from ..discretize import METHODS, _discretize_diagonal
+from ..discretize import METHODS, discretize_diagonal
 from ..initialization import s5_init
-from ..scan import _linear_recurrence
+from ..scan import linear_recurrence
 from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
@@ -122,6 +122,11 @@ class S5Layer(SSMLayer):
         self._init_contract(d_model, state_size, bidirectional=bidirectional, step_min=step_min, step_max=step_max,
                             rngs=rngs)
         self.blocks = check_positive_int("blocks", blocks)
+        block_size = self.state_size // self.blocks
+        if self.state_size % self.blocks or conj_sym is True and block_size % 2:
+            raise ValueError(f"blocks must divide state_size, and state_size / blocks must be even with "
+                             f"conj_sym=True (one state of each conjugate pair is kept); got "
+                             f"state_size={self.state_size}, blocks={self.blocks}.")
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.conj_sym = check_bool("conj_sym", conj_sym)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
@@ -150,7 +155,7 @@ class S5Layer(SSMLayer):
     def _discretize(self, step, dtype):
         """Λ̄ and the row factor f with B̄ = f ⊙ B̃ (row-wise), for Δ broadcast against Λ."""
         # With B = 1 the diagonal discretisation returns exactly the factor f of each row.
-        return _discretize_diagonal(self.eigenvalues(dtype), 1.0, step, self.discretization)
+        return discretize_diagonal(self.eigenvalues(dtype), 1.0, step, self.discretization)
 
     def _output_matrix(self, dtype) -> jax.Array:
         """C̃ (H, P' or 2P') with the factor 2 of conjugate symmetry folded in."""
@@ -179,7 +184,7 @@ class S5Layer(SSMLayer):
             Bu = _real_matmul(u, B_tilde)
             Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        y = _real_readout(C[:, :P], _linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
+        y = _real_readout(C[:, :P], linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
         if self.bidirectional:
             if scale is not None:
                 # Backwards, state ℓ decays over the interval to observation ℓ+1.
@@ -187,7 +192,7 @@ class S5Layer(SSMLayer):
                     scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
                 Lambda_bar, factor = self._discretize(scale * step, dtype)
                 Bu_backward = factor * Bu
-            backward = _linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
+            backward = linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
             y = y + _real_readout(C[:, P:], backward)
         return self._activate(y + self._skip(dtype) * u)
 

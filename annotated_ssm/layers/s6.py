@@ -31,7 +31,7 @@ import numpy as np
 from flax import nnx
 
 from .._validation import check_choice, check_positive_int
-from ..scan import SELECTIVE_SCAN_CHUNK_SIZE, WITHIN_CHUNK, _selective_scan, _selective_system
+from ..scan import SELECTIVE_SCAN_CHUNK_SIZE, WITHIN_CHUNK, selective_scan, selective_system
 from .base import SSMLayer, SSMParam
 
 __all__ = ["S6Layer"]
@@ -121,12 +121,12 @@ class S6Layer(SSMLayer):
     def _discretize(self, A, u):
         """Ā (..., H, N) and B̄u (..., H, N) for inputs u (..., H), and C (..., N)."""
         step, B, C = self.selection(u)
-        return *_selective_system(step, A, B, u), C
+        return *selective_system(step, A, B, u), C
 
     def _forward(self, u, step_sizes=None):
         """The chunked-scan form: u (..., L, H) -> y (..., L, H)."""
         step, B, C = self.selection(u)  # (..., L, H), (..., L, N), (..., L, N)
-        scan = functools.partial(_selective_scan, u, step, self.eigenvalues(u.dtype), B, C,
+        scan = functools.partial(selective_scan, u, step, self.eigenvalues(u.dtype), B, C,
                                  chunk_size=self.chunk_size, within_chunk=self.within_chunk)
         y = scan()
         if self.bidirectional:
