@@ -180,6 +180,18 @@ def test_segment_sum_is_accurate_where_a_difference_of_cumulative_sums_is_not():
         assert relative_error(np.exp(segment_sum(jnp.asarray(log_a))), np.exp(exact)) < 1e-14
 
 
+def test_chunked_scan_is_float32_accurate_after_a_strong_decay():
+    """The segment sums inside ssd_scan: 32 steps of log_a = -100, then 32 of -1e-3, in one
+    chunk. A difference of float32 cumulative sums (-3200 and less) would put errors of
+    1e-4 on the weak steps' decays; the stable segment sums keep float32 accuracy."""
+    x, log_a, b, c, _ = problem(64, seed=11, dtype=np.float32)
+    log_a[:, :32], log_a[:, 32:] = -100.0, -1e-3
+    y, final = scan_jit(x, log_a, b, c, chunk_size=64)
+    y_ref, final_ref = ssd_loop(x, log_a, b, c)
+    check("y", y, y_ref, np.float32)
+    check("final state", final, final_ref, np.float32)
+
+
 def test_shapes_are_checked():
     x, log_a, b, c, h0 = problem(5)
     with pytest.raises(ValueError, match=r"x must have shape \(batch, length, heads, head_dim\)"):
