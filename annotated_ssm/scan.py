@@ -333,7 +333,10 @@ def _associative_chunk(A, x, inputs, *, reverse: bool):
 # and chunk by chunk (:func:`ssd_scan`, Mamba-2's algorithm: the matrix cut into blocks).
 # Shapes follow Mamba's ``ssd_minimal_discrete``: x (batch, length, heads, head_dim),
 # log_a (batch, length, heads), b and c (batch, length, heads, state); the state is
-# (batch, heads, head_dim, state). A discretised SSM enters as x = Δ·u and log_a = Δ·A.
+# (batch, heads, head_dim, state). As in Mamba-2's kernels, b and c may also be shared by
+# groups of heads, (batch, length, groups, state) with groups dividing heads: head k reads
+# group k // (heads / groups), and C Bᵀ is computed once per group. A discretised SSM
+# enters as x = Δ·u and log_a = Δ·A.
 
 #: The chunk size of :func:`ssd_scan` when a caller has no reason to choose (Mamba-2's
 #: minimal listing uses 64; its fused kernel 256).
@@ -352,9 +355,9 @@ def _check_ssd(x, log_a, b, c, initial_state=None):
     if np.shape(log_a) != (batch, length, heads):
         raise ValueError(f"log_a must have shape {(batch, length, heads)} (x's batch, length, heads); "
                          f"got shape {np.shape(log_a)}.")
-    if np.ndim(b) != 4 or np.shape(b)[:3] != (batch, length, heads):
-        raise ValueError(f"b must have shape {(batch, length, heads)} + (state,) (x's batch, length, "
-                         f"heads); got shape {np.shape(b)}.")
+    if np.ndim(b) != 4 or np.shape(b)[:2] != (batch, length) or heads % max(np.shape(b)[2], 1):
+        raise ValueError(f"b must have shape {(batch, length, heads)} + (state,), or (batch, length, "
+                         f"groups, state) with groups dividing heads = {heads}; got shape {np.shape(b)}.")
     state = np.shape(b)[3]
     if np.shape(c) != np.shape(b):
         raise ValueError(f"c must have b's shape {np.shape(b)}; got shape {np.shape(c)}.")
@@ -369,17 +372,25 @@ def _ssd_arrays(*arrays):
     return tuple(None if a is None else jnp.asarray(a, dtype) for a in arrays)
 
 
+def _per_head(z, heads: int):
+    """(..., groups, state) -> (..., heads, state): each group's vector for its heads."""
+    return jnp.repeat(z, heads // z.shape[-2], axis=-2)
+
+
 def ssd_step(state, x_t, log_a_t, b_t, c_t):
     """One step of the SSD recurrence, for every head at once.
 
     Args:
         state: (..., heads, head_dim, state) h_{t-1}.
-        x_t: (..., heads, head_dim); log_a_t: (..., heads); b_t, c_t: (..., heads, state).
+        x_t: (..., heads, head_dim); log_a_t: (..., heads);
+        b_t, c_t: (..., heads, state), or (..., groups, state) shared by groups of heads.
 
     Returns:
         (h_t, y_t) with h_t = exp(log_a_t) h_{t-1} + x_t b_tᵀ and y_t = h_t c_t
         (..., heads, head_dim).
     """
+    heads = x_t.shape[-2]
+    b_t, c_t = _per_head(b_t, heads), _per_head(c_t, heads)
     state = jnp.exp(log_a_t)[..., None, None] * state + x_t[..., :, None] * b_t[..., None, :]
     return state, jnp.einsum("...pn,...n->...p", state, c_t, precision=_HIGHEST)
 
@@ -390,7 +401,8 @@ def ssd_recurrence(x, log_a, b, c, *, initial_state=None):
     Args:
         x: (batch, length, heads, head_dim) inputs (a discretised SSM's Δ·u).
         log_a: (batch, length, heads) log of each step's decay (Δ·A, <= 0 for a stable SSM).
-        b, c: (batch, length, heads, state) input and output vectors.
+        b, c: (batch, length, heads, state) input and output vectors, or (batch, length,
+            groups, state) shared by groups of heads (groups dividing heads).
         initial_state: (batch, heads, head_dim, state) h_{-1}; zeros if None.
 
     Returns:
@@ -425,11 +437,30 @@ def segment_sum(log_a):
     return jnp.where(jnp.tril(jnp.ones((T, T), bool)), sums, -jnp.inf)
 
 
-def _masked_attention(x, log_a, b, c):
-    """y = (L ∘ C Bᵀ) x over the time axis 1 of (batch, T, heads, ·) arrays, and exp(S)."""
-    mask = jnp.exp(segment_sum(jnp.moveaxis(log_a, 1, -1)))  # (batch, heads, T, T)
-    scores = jnp.einsum("bthn,bshn->bhts", c, b, precision=_HIGHEST)  # C Bᵀ, per head
-    return jnp.einsum("bhts,bshp->bthp", mask * scores, x, precision=_HIGHEST)
+def _grouped(x, log_a, b):
+    """Split the heads into (groups, heads per group): x (batch, length, heads, P) ->
+    (batch, length, G, R, P) and log_a (batch, length, heads) -> (batch, length, G, R)."""
+    groups = b.shape[-2]
+    return (x.reshape(x.shape[:2] + (groups, -1, x.shape[-1])),
+            log_a.reshape(log_a.shape[:2] + (groups, -1)))
+
+
+def _diagonal_blocks(x, log_a, b, c):
+    """Masked attention within each chunk, and each chunk's own final state.
+
+    x (batch, C, T, G, R, P), log_a (batch, C, G, R, T), b and c (batch, C, T, G, N), for C
+    chunks of T steps, G groups of R heads. Returns y (batch, C, T, G, R, P), the output of
+    the chunk's own inputs, y_t = Σ_{s ≤ t in the chunk} exp(Σ_{k=s+1}^{t} log_a_k)
+    (c_t · b_s) x_s, and the state they leave, (batch, C, G, R, P, N): step s decays by
+    the log_a after it, Σ_{k=s+1}^{T-1} log_a_k, the last row of the segment sums.
+    """
+    segments = segment_sum(log_a)  # (batch, C, G, R, T, T)
+    scores = jnp.einsum("bctgn,bcsgn->bcgts", c, b, precision=_HIGHEST)  # C Bᵀ, once per group
+    y = jnp.einsum("bcgrts,bcsgrp->bctgrp", jnp.exp(segments) * scores[:, :, :, None], x,
+                   precision=_HIGHEST)
+    decay_to_end = jnp.moveaxis(jnp.exp(segments[..., -1, :]), -1, 2)  # (batch, C, T, G, R)
+    states = jnp.einsum("bcsgrp,bcsgn->bcgrpn", decay_to_end[..., None] * x, b, precision=_HIGHEST)
+    return y, states
 
 
 def ssd_quadratic(x, log_a, b, c):
@@ -442,14 +473,18 @@ def ssd_quadratic(x, log_a, b, c):
 
     Args:
         x: (batch, length, heads, head_dim); log_a: (batch, length, heads);
-        b, c: (batch, length, heads, state).
+        b, c: (batch, length, heads, state), or (batch, length, groups, state) shared by
+            groups of heads (groups dividing heads).
 
     Returns:
         y: (batch, length, heads, head_dim), in the dtype of the inputs together. Only shapes
         are checked.
     """
     _check_ssd(x, log_a, b, c)
-    return _masked_attention(*_ssd_arrays(x, log_a, b, c))
+    x, log_a, b, c = _ssd_arrays(x, log_a, b, c)
+    x_g, log_a_g = _grouped(x, log_a, b)
+    y, _ = _diagonal_blocks(x_g[:, None], jnp.moveaxis(log_a_g, 1, -1)[:, None], b[:, None], c[:, None])
+    return y[:, 0].reshape(x.shape)  # one chunk: the whole sequence
 
 
 def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=None):
@@ -475,7 +510,9 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     Args:
         x: (batch, length, heads, head_dim) inputs (a discretised SSM's Δ·u).
         log_a: (batch, length, heads) log of each step's decay (Δ·A, <= 0 for a stable SSM).
-        b, c: (batch, length, heads, state) input and output vectors.
+        b, c: (batch, length, heads, state) input and output vectors, or (batch, length,
+            groups, state) shared by groups of heads (groups dividing heads; C Bᵀ is then
+            computed once per group, as in Mamba-2's kernels).
         chunk_size: T, an integer >= 1; T >= length is one chunk (the quadratic form).
         initial_state: (batch, heads, head_dim, state) h_{-1}; zeros if None.
 
@@ -492,7 +529,7 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
 def _ssd_scan(x, log_a, b, c, initial_state=None, *, chunk_size: int = SSD_CHUNK_SIZE):
     """The algorithm of :func:`ssd_scan` (its arguments checked there, of one dtype)."""
     batch, length, heads, head_dim = x.shape
-    state = b.shape[-1]
+    groups, state = b.shape[-2:]
     T = min(chunk_size, length)
     n_chunks = -(-length // T)
     pad = n_chunks * T - length
@@ -503,31 +540,25 @@ def _ssd_scan(x, log_a, b, c, initial_state=None, *, chunk_size: int = SSD_CHUNK
         z = jnp.pad(z, [(0, 0), (0, pad)] + [(0, 0)] * (z.ndim - 2)) if pad else z
         return z.reshape((batch, n_chunks, T) + z.shape[2:])
 
+    x, log_a = _grouped(x, log_a, b)
     x, log_a, b, c = map(chunked, (x, log_a, b, c))
-    log_a = jnp.moveaxis(log_a, 2, -1)  # (batch, n_chunks, heads, T)
-    segments = segment_sum(log_a)  # (batch, n_chunks, heads, T, T)
+    log_a = jnp.moveaxis(log_a, 2, -1)  # (batch, n_chunks, G, R, T)
 
-    # 1. Diagonal blocks: within each chunk, masked attention.
-    scores = jnp.einsum("bclhn,bcshn->bchls", c, b, precision=_HIGHEST)
-    y_diag = jnp.einsum("bchls,bcshp->bclhp", jnp.exp(segments) * scores, x, precision=_HIGHEST)
-
-    # 2. Each chunk's final state from its own inputs: step s decays by the log_a after it,
-    #    Σ_{k=s+1}^{T-1} log_a_k, the last row of the segment sums.
-    decay_to_end = jnp.moveaxis(jnp.exp(segments[..., -1, :]), -1, 2)  # (batch, n_chunks, T, heads)
-    chunk_states = jnp.einsum("bclhp,bclhn->bchpn", decay_to_end[..., None] * x, b,
-                              precision=_HIGHEST)  # (batch, n_chunks, heads, head_dim, state)
+    # 1. and 2. Diagonal blocks (masked attention within each chunk) and each chunk's state.
+    y_diag, chunk_states = _diagonal_blocks(x, log_a, b, c)
 
     # 3. The states entering each chunk: h_c = exp(Σ_chunk log_a) h_{c-1} + chunk_states_c.
-    chunk_decay = jnp.exp(jnp.sum(log_a, axis=-1))[..., None, None]  # (batch, n_chunks, heads, 1, 1)
+    chunk_decay = jnp.exp(jnp.sum(log_a, axis=-1))[..., None, None]  # (batch, n_chunks, G, R, 1, 1)
     if initial_state is None:
         initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
+    initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
     chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
     _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
     entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
 
     # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
-    #    start to each step, Σ_{k=0}^{l} log_a_k (a cumulative sum from the start only).
-    decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (b, c, T, h)
-    y_off = jnp.einsum("bclhn,bchpn->bclhp", c, entering, precision=_HIGHEST)
-    y = y_diag + decay_from_start[..., None] * y_off
-    return y.reshape(batch, n_chunks * T, heads, head_dim)[:, :length], ends[:, -1]
+    #    start to each step, Σ_{k=0}^{t} log_a_k (a cumulative sum from the start only).
+    decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
+    y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
+    y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
+    return y, ends[:, -1].reshape(batch, heads, head_dim, state)

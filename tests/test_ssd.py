@@ -16,7 +16,7 @@ from reference import relative_error
 
 from annotated_ssm.layers import SSMParam, get_layer
 from annotated_ssm.layers.ssd import SSDLayer, default_head_dim
-from annotated_ssm.scan import segment_sum, ssd_quadratic, ssd_recurrence, ssd_scan
+from annotated_ssm.scan import segment_sum, ssd_quadratic, ssd_recurrence, ssd_scan, ssd_step
 
 BATCH, HEADS, HEAD_DIM, STATE = 2, 3, 4, 5
 
@@ -110,6 +110,27 @@ def test_the_three_algorithms_agree_in_float32():
     assert relative_error(y_quad, y_rec) < 1e-5
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_groups_of_heads_share_b_and_c(dtype):
+    """b, c of shape (batch, length, groups, state): head k reads group k // (heads / groups),
+    the same as per-head vectors repeated (Mamba-2's order), in each algorithm and the step."""
+    x, log_a, b, c, h0 = problem(37, seed=12, dtype=dtype, heads=4)
+    b, c = b[:, :, :2], c[:, :, :2]  # 2 groups of 2 heads
+    y_ref, final_ref = ssd_loop(x, log_a, np.repeat(b, 2, axis=2), np.repeat(c, 2, axis=2), h0)
+    with jax.enable_x64(dtype == np.float64):
+        y, final = scan_jit(x, log_a, b, c, chunk_size=8, initial_state=h0)
+        check("scan y", y, y_ref, dtype)
+        check("scan final", final, final_ref, dtype)
+        y, final = recurrence_jit(x, log_a, b, c, initial_state=h0)
+        check("recurrence y", y, y_ref, dtype)
+        check("recurrence final", final, final_ref, dtype)
+        y0_ref = ssd_loop(x, log_a, np.repeat(b, 2, axis=2), np.repeat(c, 2, axis=2))[0]
+        check("quadratic y", quadratic_jit(x, log_a, b, c), y0_ref, dtype)
+        state, y_t = ssd_step(h0, x[:, 0], log_a[:, 0], b[:, 0], c[:, 0])
+        check("one step", y_t, ssd_loop(x[:, :1], log_a[:, :1], np.repeat(b[:, :1], 2, axis=2),
+                                        np.repeat(c[:, :1], 2, axis=2), h0)[0][:, 0], dtype)
+
+
 def test_padding_leaves_the_final_state_unchanged():
     """37 steps in chunks of 8 are padded with 3 steps (log_a = 0, b = 0): the final state is
     that of step 36, not of a decayed or driven step 39. Large decays make a wrong padding
@@ -198,6 +219,8 @@ def test_shapes_are_checked():
         ssd_scan(x[0], log_a, b, c, chunk_size=4)
     with pytest.raises(ValueError, match="log_a must have shape"):
         ssd_scan(x, log_a[..., :1], b, c, chunk_size=4)
+    with pytest.raises(ValueError, match=r"groups dividing heads = 3"):
+        ssd_scan(x, log_a, b[:, :, :2], c[:, :, :2], chunk_size=4)
     with pytest.raises(ValueError, match="c must have b's shape"):
         ssd_quadratic(x, log_a, b, c[..., :2])
     with pytest.raises(ValueError, match="initial_state must have shape"):
@@ -286,7 +309,7 @@ def test_parameters_and_initialisation():
     # Where the projection is zero, Δ is exp(log_step_size), log-uniform in [step_min, step_max].
     step, B, C = many.selection(jnp.zeros(256))
     np.testing.assert_allclose(step, many.step_sizes(), rtol=1e-5)
-    assert B.shape == C.shape == (256, 4)
+    assert B.shape == C.shape == (1, 4)  # one group
 
 
 def test_head_dim_default_and_errors():

@@ -128,17 +128,17 @@ class SSDLayer(SSMLayer):
         return -jnp.exp(log_A_real)
 
     def selection(self, u) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """Δ (..., heads), B (..., heads, N), C (..., heads, N) for inputs u (..., H) in their
-        computation dtype; B and C are the same for the heads of a group."""
+        """Δ (..., heads), B (..., groups, N), C (..., groups, N) for inputs u (..., H) in
+        their computation dtype; head k reads group k // (heads / groups)."""
         G, N = self.n_groups, self.state_size
         projected = jnp.matmul(u, self.x_proj.kernel[...].astype(u.dtype), precision=_FULL)
         B, C, step_input = projected[..., :G * N], projected[..., G * N:2 * G * N], projected[..., 2 * G * N:]
         bias = _inverse_softplus(self.step_sizes(u.dtype))
-        per_head = lambda z: jnp.repeat(z.reshape(z.shape[:-1] + (G, N)), self.n_heads // G, axis=-2)  # noqa: E731
-        return jax.nn.softplus(step_input + bias), per_head(B), per_head(C)
+        grouped = lambda z: z.reshape(z.shape[:-1] + (G, N))  # noqa: E731
+        return jax.nn.softplus(step_input + bias), grouped(B), grouped(C)
 
     def _ssd_inputs(self, A, u):
-        """x = Δ·u (..., heads, P), log_a = Δ·A (..., heads), B and C (..., heads, N)."""
+        """x = Δ·u (..., heads, P), log_a = Δ·A (..., heads), B and C (..., groups, N)."""
         step, B, C = self.selection(u)
         x = step[..., None] * u.reshape(u.shape[:-1] + (self.n_heads, self.head_dim))
         return x, step * A, B, C
