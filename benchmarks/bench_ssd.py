@@ -68,14 +68,11 @@ def main(argv=None) -> None:
     H = D // P
     T = args.chunk_size or SSD_CHUNK_SIZE
 
-    def per_head(z):  # (B, L, N) shared by the heads -> (B, L, H, N)
-        return jnp.broadcast_to(z[:, :, None], z.shape[:2] + (H, N))
-
-    def ssd_chunked(x, log_a, b, c):
-        return ssd_scan(x, log_a, per_head(b), per_head(c), chunk_size=T)[0]
+    def ssd_chunked(x, log_a, b, c):  # b, c (B, L, N): one group, shared by the heads
+        return ssd_scan(x, log_a, b[:, :, None], c[:, :, None], chunk_size=T)[0]
 
     def quadratic(x, log_a, b, c):
-        return ssd_quadratic(x, log_a, per_head(b), per_head(c))
+        return ssd_quadratic(x, log_a, b[:, :, None], c[:, :, None])
 
     def s6_chunked(u, step, A, b, c):
         return selective_scan(u, step, A, b, c)
