@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator",
-           "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK"]
+           "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK",
+           "ssd_step", "ssd_recurrence", "segment_sum", "ssd_quadratic", "ssd_scan", "SSD_CHUNK_SIZE"]
 
 
 def sequential_scan(a, b, *, x0=None, reverse: bool = False):
@@ -248,3 +249,247 @@ def _associative_chunk(A, x, inputs, *, reverse: bool):
     _, states = jax.lax.associative_scan(binary_operator, (decay, drive), reverse=reverse, axis=0)
     y = jnp.einsum("tbn,tbhn->tbh", C_c, states, precision=jax.lax.Precision.HIGHEST)
     return states[last], y
+
+
+# =============================================================================================
+# SSD (Mamba-2): a scalar decay per head, three algorithms for one recurrence
+# =============================================================================================
+#
+# Per head, with a_t = exp(log_a_t) (a scalar) and h_t a (P, N) matrix:
+#
+#     h_t = a_t h_{t-1} + x_t b_tᵀ          x_t (P,), b_t (N,)
+#     y_t = h_t c_t                          c_t (N,), y_t (P,)
+#
+# Unrolled, y_t = Σ_{s ≤ t} exp(Σ_{k=s+1}^{t} log_a_k) (c_t · b_s) x_s: the output is a
+# matrix over time, M = L ∘ (C Bᵀ), applied to x, with L the 1-semiseparable mask of
+# cumulative decays (masked linear attention without a softmax). Three ways to compute it:
+# step by step (:func:`ssd_recurrence`), as the whole L × L matrix (:func:`ssd_quadratic`),
+# and chunk by chunk (:func:`ssd_scan`, Mamba-2's algorithm: the matrix cut into blocks).
+# Shapes follow Mamba's ``ssd_minimal_discrete``: x (batch, length, heads, head_dim),
+# log_a (batch, length, heads), b and c (batch, length, heads, state); the state is
+# (batch, heads, head_dim, state). As in Mamba-2's kernels, b and c may also be shared by
+# groups of heads, (batch, length, groups, state) with groups dividing heads: head k reads
+# group k // (heads / groups), and C Bᵀ is computed once per group. A discretised SSM
+# enters as x = Δ·u and log_a = Δ·A.
+
+#: The chunk size of :func:`ssd_scan` when a caller has no reason to choose (Mamba-2's
+#: minimal listing uses 64; its fused kernel 256).
+SSD_CHUNK_SIZE = 64
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _check_ssd(x, log_a, b, c, initial_state=None):
+    """Shapes of the SSD arguments (values are not read): ValueError naming the argument."""
+    x_shape = np.shape(x)
+    if len(x_shape) != 4 or x_shape[1] < 1:
+        raise ValueError(f"x must have shape (batch, length, heads, head_dim) with length >= 1; "
+                         f"got shape {x_shape}.")
+    batch, length, heads, head_dim = x_shape
+    if np.shape(log_a) != (batch, length, heads):
+        raise ValueError(f"log_a must have shape {(batch, length, heads)} (x's batch, length, heads); "
+                         f"got shape {np.shape(log_a)}.")
+    if np.ndim(b) != 4 or np.shape(b)[:2] != (batch, length) or heads % max(np.shape(b)[2], 1):
+        raise ValueError(f"b must have shape {(batch, length, heads)} + (state,), or (batch, length, "
+                         f"groups, state) with groups dividing heads = {heads}; got shape {np.shape(b)}.")
+    state = np.shape(b)[3]
+    if np.shape(c) != np.shape(b):
+        raise ValueError(f"c must have b's shape {np.shape(b)}; got shape {np.shape(c)}.")
+    if initial_state is not None and np.shape(initial_state) != (batch, heads, head_dim, state):
+        raise ValueError(f"initial_state must have shape {(batch, heads, head_dim, state)} "
+                         f"(batch, heads, head_dim, state); got shape {np.shape(initial_state)}.")
+
+
+def _ssd_arrays(*arrays):
+    """The arrays (None passes through) as jax.Arrays of their common dtype."""
+    dtype = jnp.result_type(*(a for a in arrays if a is not None))
+    return tuple(None if a is None else jnp.asarray(a, dtype) for a in arrays)
+
+
+def _per_head(z, heads: int):
+    """(..., groups, state) -> (..., heads, state): each group's vector for its heads."""
+    return jnp.repeat(z, heads // z.shape[-2], axis=-2)
+
+
+def ssd_step(state, x_t, log_a_t, b_t, c_t):
+    """One step of the SSD recurrence, for every head at once.
+
+    Args:
+        state: (..., heads, head_dim, state) h_{t-1}.
+        x_t: (..., heads, head_dim); log_a_t: (..., heads);
+        b_t, c_t: (..., heads, state), or (..., groups, state) shared by groups of heads.
+
+    Returns:
+        (h_t, y_t) with h_t = exp(log_a_t) h_{t-1} + x_t b_tᵀ and y_t = h_t c_t
+        (..., heads, head_dim).
+    """
+    heads = x_t.shape[-2]
+    b_t, c_t = _per_head(b_t, heads), _per_head(c_t, heads)
+    state = jnp.exp(log_a_t)[..., None, None] * state + x_t[..., :, None] * b_t[..., None, :]
+    return state, jnp.einsum("...pn,...n->...p", state, c_t, precision=_HIGHEST)
+
+
+def ssd_recurrence(x, log_a, b, c, *, initial_state=None):
+    """SSD by its recurrence, one time step after another (``lax.scan``): the reference.
+
+    Args:
+        x: (batch, length, heads, head_dim) inputs (a discretised SSM's Δ·u).
+        log_a: (batch, length, heads) log of each step's decay (Δ·A, <= 0 for a stable SSM).
+        b, c: (batch, length, heads, state) input and output vectors, or (batch, length,
+            groups, state) shared by groups of heads (groups dividing heads).
+        initial_state: (batch, heads, head_dim, state) h_{-1}; zeros if None.
+
+    Returns:
+        (y, final_state): y (batch, length, heads, head_dim), final_state h_{L-1}
+        (batch, heads, head_dim, state), in the dtype of the inputs together. Only shapes
+        are checked.
+    """
+    _check_ssd(x, log_a, b, c, initial_state)
+    x, log_a, b, c, initial_state = _ssd_arrays(x, log_a, b, c, initial_state)
+    batch, _, heads, head_dim = x.shape
+    if initial_state is None:
+        initial_state = jnp.zeros((batch, heads, head_dim, b.shape[-1]), x.dtype)
+    time_major = tuple(jnp.moveaxis(z, 1, 0) for z in (x, log_a, b, c))
+    final_state, y = jax.lax.scan(lambda h, inputs: ssd_step(h, *inputs), initial_state, time_major)
+    return jnp.moveaxis(y, 0, 1), final_state
+
+
+def segment_sum(log_a):
+    """The stable segment sums of ``log_a`` over its last axis T: (..., T) -> (..., T, T),
+
+        S[..., t, s] = Σ_{k=s+1}^{t} log_a[..., k]   for t >= s (0 on the diagonal),  -inf above,
+
+    so that exp(S) is the 1-semiseparable mask of cumulative decays (0 above the diagonal).
+    Each entry is a sum of its own terms only: the row of log_a is broadcast to (T, T),
+    masked to the strictly lower triangle and summed down the columns. The shortcut
+    cumsum_t - cumsum_s subtracts two long sums and loses the short ones to rounding.
+    """
+    T = log_a.shape[-1]
+    terms = jnp.broadcast_to(log_a[..., :, None], log_a.shape + (T,))  # terms[t, s] = log_a[t]
+    strictly_lower = jnp.tril(jnp.ones((T, T), bool), k=-1)
+    sums = jnp.cumsum(jnp.where(strictly_lower, terms, 0), axis=-2)
+    return jnp.where(jnp.tril(jnp.ones((T, T), bool)), sums, -jnp.inf)
+
+
+def _grouped(x, log_a, b):
+    """Split the heads into (groups, heads per group): x (batch, length, heads, P) ->
+    (batch, length, G, R, P) and log_a (batch, length, heads) -> (batch, length, G, R)."""
+    groups = b.shape[-2]
+    return (x.reshape(x.shape[:2] + (groups, -1, x.shape[-1])),
+            log_a.reshape(log_a.shape[:2] + (groups, -1)))
+
+
+def _diagonal_blocks(x, log_a, b, c):
+    """Masked attention within each chunk, and each chunk's own final state.
+
+    x (batch, C, T, G, R, P), log_a (batch, C, G, R, T), b and c (batch, C, T, G, N), for C
+    chunks of T steps, G groups of R heads. Returns y (batch, C, T, G, R, P), the output of
+    the chunk's own inputs, y_t = Σ_{s ≤ t in the chunk} exp(Σ_{k=s+1}^{t} log_a_k)
+    (c_t · b_s) x_s, and the state they leave, (batch, C, G, R, P, N): step s decays by
+    the log_a after it, Σ_{k=s+1}^{T-1} log_a_k, the last row of the segment sums.
+    """
+    segments = segment_sum(log_a)  # (batch, C, G, R, T, T)
+    scores = jnp.einsum("bctgn,bcsgn->bcgts", c, b, precision=_HIGHEST)  # C Bᵀ, once per group
+    y = jnp.einsum("bcgrts,bcsgrp->bctgrp", jnp.exp(segments) * scores[:, :, :, None], x,
+                   precision=_HIGHEST)
+    decay_to_end = jnp.moveaxis(jnp.exp(segments[..., -1, :]), -1, 2)  # (batch, C, T, G, R)
+    states = jnp.einsum("bcsgrp,bcsgn->bcgrpn", decay_to_end[..., None] * x, b, precision=_HIGHEST)
+    return y, states
+
+
+def ssd_quadratic(x, log_a, b, c):
+    """SSD as masked attention: y = (L ∘ C Bᵀ) x, the whole length × length matrix at once.
+
+    ``L[t, s] = exp(Σ_{k=s+1}^{t} log_a_k)`` for t >= s and 0 above (:func:`segment_sum`),
+    ``(C Bᵀ)[t, s] = c_t · b_s``: the "attention" of query c_t to key b_s, decayed by the
+    time between them, applied to the values x. O(length²) work and memory per head: for
+    teaching and short sequences. The state starts at zero.
+
+    Args:
+        x: (batch, length, heads, head_dim); log_a: (batch, length, heads);
+        b, c: (batch, length, heads, state), or (batch, length, groups, state) shared by
+            groups of heads (groups dividing heads).
+
+    Returns:
+        y: (batch, length, heads, head_dim), in the dtype of the inputs together. Only shapes
+        are checked.
+    """
+    _check_ssd(x, log_a, b, c)
+    x, log_a, b, c = _ssd_arrays(x, log_a, b, c)
+    x_g, log_a_g = _grouped(x, log_a, b)
+    y, _ = _diagonal_blocks(x_g[:, None], jnp.moveaxis(log_a_g, 1, -1)[:, None], b[:, None], c[:, None])
+    return y[:, 0].reshape(x.shape)  # one chunk: the whole sequence
+
+
+def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=None):
+    """SSD by Mamba-2's chunked algorithm (Dao and Gu, 2024, Listing 1; ``ssd_minimal.py``).
+
+    The length × length matrix L ∘ C Bᵀ is cut into blocks of ``chunk_size`` = T steps:
+
+    1. the diagonal blocks, by the quadratic form inside each chunk (:func:`ssd_quadratic`);
+    2. each chunk's own final state, from its inputs decayed to the chunk's end
+       (the right factor B of the low-rank off-diagonal blocks);
+    3. a scan over chunks (``lax.associative_scan``) of the states entering each chunk, a
+       whole chunk decaying by exp(Σ log_a) over it, starting from ``initial_state``
+       (the middle factor: the decays between chunks);
+    4. each chunk's output from the state entering it, decayed from the chunk's start
+       (the left factor C).
+
+    Everything but step 3 is a batch of matrix products. Work O(length·T·(state + head_dim)
+    + length·head_dim·state); memory O(length·T) per head for the blocks and one state per
+    chunk. A length that is not a multiple of T is padded at the end with steps of
+    log_a = 0 and b = 0 (decay 1, no input): they carry the last state unchanged, so the
+    final state is that of the real last step; their outputs are dropped.
+
+    Args:
+        x: (batch, length, heads, head_dim) inputs (a discretised SSM's Δ·u).
+        log_a: (batch, length, heads) log of each step's decay (Δ·A, <= 0 for a stable SSM).
+        b, c: (batch, length, heads, state) input and output vectors, or (batch, length,
+            groups, state) shared by groups of heads (groups dividing heads; C Bᵀ is then
+            computed once per group, as in Mamba-2's kernels).
+        chunk_size: T, an integer >= 1; T >= length is one chunk (the quadratic form).
+        initial_state: (batch, heads, head_dim, state) h_{-1}; zeros if None.
+
+    Returns:
+        (y, final_state): y (batch, length, heads, head_dim), final_state
+        (batch, heads, head_dim, state), in the dtype of the inputs together (float64 end to
+        end under ``jax_enable_x64``). Only shapes are checked.
+    """
+    _check_ssd(x, log_a, b, c, initial_state)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1; got {chunk_size!r}.")
+    x, log_a, b, c, initial_state = _ssd_arrays(x, log_a, b, c, initial_state)
+    batch, length, heads, head_dim = x.shape
+    groups, state = b.shape[-2:]
+    T = min(chunk_size, length)
+    n_chunks = -(-length // T)
+    pad = n_chunks * T - length
+
+    def chunked(z):
+        """(batch, length, ...) -> (batch, n_chunks, T, ...), zeros on the padded steps
+        (x = 0, log_a = 0, b = 0, c = 0: decay 1, no input, an output that is dropped)."""
+        z = jnp.pad(z, [(0, 0), (0, pad)] + [(0, 0)] * (z.ndim - 2)) if pad else z
+        return z.reshape((batch, n_chunks, T) + z.shape[2:])
+
+    x, log_a = _grouped(x, log_a, b)
+    x, log_a, b, c = map(chunked, (x, log_a, b, c))
+    log_a = jnp.moveaxis(log_a, 2, -1)  # (batch, n_chunks, G, R, T)
+
+    # 1. and 2. Diagonal blocks (masked attention within each chunk) and each chunk's state.
+    y_diag, chunk_states = _diagonal_blocks(x, log_a, b, c)
+
+    # 3. The states entering each chunk: h_c = exp(Σ_chunk log_a) h_{c-1} + chunk_states_c.
+    chunk_decay = jnp.exp(jnp.sum(log_a, axis=-1))[..., None, None]  # (batch, n_chunks, G, R, 1, 1)
+    if initial_state is None:
+        initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
+    initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
+    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
+    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
+    entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
+
+    # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
+    #    start to each step, Σ_{k=0}^{t} log_a_k (a cumulative sum from the start only).
+    decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
+    y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
+    y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
+    return y, ends[:, -1].reshape(batch, heads, head_dim, state)

@@ -9,6 +9,7 @@ from .s4 import S4Layer
 from .s4d import S4DLayer
 from .s5 import S5Layer
 from .s6 import S6Layer
+from .ssd import SSDLayer
 
 #: name -> layer class: model, config, training and checkpoints know the layers by these names.
 LAYERS: dict[str, type[SSMLayer]] = {
@@ -17,6 +18,7 @@ LAYERS: dict[str, type[SSMLayer]] = {
     "s4d": S4DLayer,
     "s5": S5Layer,
     "s6": S6Layer,
+    "ssd": SSDLayer,
 }
 
 
