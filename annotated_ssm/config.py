@@ -16,6 +16,7 @@ a run before any data is loaded or anything compiled.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 from typing import Any
@@ -34,20 +35,42 @@ TASKS = ("classification", "regression")
 MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers = 10**6 is refused
 
 
-def _field(default: Any, help: str, **metadata) -> Any:
-    """A dataclass field with help text (and, optionally, "choices") for the command line."""
+def _field(default: Any, help: str, rule=None, **metadata) -> Any:
+    """A dataclass field with help text, the rule that checks it (a function
+    ``(name, value) -> value`` of :mod:`annotated_ssm._validation`; None values pass when the
+    default is None) and, optionally, "choices" for the command line."""
+    metadata = {"help": help, "rule": rule, **metadata}
+    if "choices" in metadata:
+        metadata["rule"] = functools.partial(_choice, choices=metadata["choices"])
     if isinstance(default, dict):
-        return dataclasses.field(default_factory=lambda: dict(default),
-                                 metadata={"help": help, **metadata})
-    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
+def _choice(name: str, value: Any, choices) -> str:
+    check_choice(name, value, choices)
+    return value
 
 
-def _checked(instance: Any, name: str, check, *args, **kwargs) -> None:
-    """Check a field of a frozen dataclass and store the value the check returns (an int,
-    float or bool, never a NumPy scalar that JSON could not store)."""
-    object.__setattr__(instance, name, check(name, getattr(instance, name), *args, **kwargs))
+def _check_fields(instance: Any) -> None:
+    """Apply each field's declared rule; store what it returns (an int, float or bool, never
+    a NumPy scalar that JSON could not store)."""
+    for field in dataclasses.fields(instance):
+        value, rule = getattr(instance, field.name), field.metadata["rule"]
+        if rule is not None and not (value is None and field.default is None):
+            object.__setattr__(instance, field.name, rule(field.name, value))
+
+
+POSITIVE_INT = check_positive_int
+FRACTION = functools.partial(check_real_in, low=0.0, high=1.0, closed_high=False)
+NON_NEGATIVE = functools.partial(check_real_in, low=0.0)
+
+
+def _layer_count(name: str, value: Any) -> int:
+    value = check_positive_int(name, value)
+    if value > MAX_LAYERS:  # building is a Python loop: 10**6 blocks take minutes
+        raise ValueError(f"{name} must be an integer in [1, {MAX_LAYERS}]; got {value}.")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +86,13 @@ class ModelConfig:
     """
 
     layer: str = _field("s4d", "SSM layer", choices=tuple(LAYERS))
-    d_model: int = _field(64, "channels H inside the blocks")
-    n_layers: int = _field(4, "number of residual blocks")
-    state_size: int = _field(64, "state size N of each SSM layer")
+    d_model: int = _field(64, "channels H inside the blocks", POSITIVE_INT)
+    n_layers: int = _field(4, "number of residual blocks", _layer_count)
+    state_size: int = _field(64, "state size N of each SSM layer", POSITIVE_INT)
     norm: str = _field("layer", "pre-norm of each block", choices=NORMS)
-    glu: bool = _field(True, "gated linear unit after the SSM (else a plain Linear)")
-    dropout: float = _field(0.0, "dropout rate after each SSM's GELU, in [0, 1)")
-    bidirectional: bool = _field(False, "bidirectional layers (classification only)")
+    glu: bool = _field(True, "gated linear unit after the SSM (else a plain Linear)", check_bool)
+    dropout: float = _field(0.0, "dropout rate after each SSM's GELU, in [0, 1)", FRACTION)
+    bidirectional: bool = _field(False, "bidirectional layers (classification only)", check_bool)
     pooling: str = _field("mean", "how a classifier pools over time "
                                   "(classification only)", choices=POOLINGS)
     step_min: float | None = _field(None, "smallest initial step size Δ (None: the layer's own "
@@ -83,17 +106,7 @@ class ModelConfig:
     """Layer arguments the model passes itself, from the fields above."""
 
     def __post_init__(self):
-        check_choice("layer", self.layer, LAYERS)
-        for name in ("d_model", "n_layers", "state_size"):
-            _checked(self, name, check_positive_int)
-        if self.n_layers > MAX_LAYERS:  # building is a Python loop: 10**6 blocks take minutes
-            raise ValueError(f"n_layers must be an integer in [1, {MAX_LAYERS}]; got "
-                             f"{self.n_layers}.")
-        check_choice("norm", self.norm, NORMS)
-        check_choice("pooling", self.pooling, POOLINGS)
-        for name in ("glu", "bidirectional"):
-            _checked(self, name, check_bool)
-        _checked(self, "dropout", check_real_in, 0.0, 1.0, closed_high=False)
+        _check_fields(self)
         parameters = self.layer_parameters()
         # The layers' own check (real, normal in float32, where log Δ is stored; step_min <=
         # step_max), now, with a bound left as None standing for the layer's default.
@@ -206,49 +219,39 @@ class TrainConfig:
     number of updates with the same schedule, however fast each one is.
     """
 
-    epochs: int = _field(10, "passes over the training set (after the validation split)")
+    epochs: int = _field(10, "passes over the training set (after the validation split)",
+                         POSITIVE_INT)
     batch_size: int = _field(64, "global batch size (split over the devices; divisible by their "
-                                 "number)")
-    lr: float = _field(4e-3, "peak learning rate of the ordinary parameters (AdamW)")
-    ssm_lr: float = _field(1e-3, "peak learning rate of the SSM parameters (Adam, no weight decay)")
-    weight_decay: float = _field(0.05, "AdamW decoupled weight decay of the ordinary parameters")
-    warmup_fraction: float = _field(0.1, "share of the optimiser updates spent warming the learning "
-                                         "rate up from 0, in [0, 1)")
+                                 "number)", POSITIVE_INT)
+    lr: float = _field(4e-3, "peak learning rate of the ordinary parameters (AdamW)", NON_NEGATIVE)
+    ssm_lr: float = _field(1e-3, "peak learning rate of the SSM parameters (Adam, no weight "
+                                 "decay)", NON_NEGATIVE)
+    weight_decay: float = _field(0.05, "AdamW decoupled weight decay of the ordinary parameters",
+                                 NON_NEGATIVE)
+    warmup_fraction: float = _field(0.1, "share of the optimiser updates spent warming the "
+                                         "learning rate up from 0, in [0, 1)", FRACTION)
     seed: int = _field(0, "seed of the initialisation, the validation split and the shuffling "
-                          "(epoch e: seed + e)")
-    max_steps: int | None = _field(None, "budget of optimiser updates: stop (and end the schedule) "
-                                         "after this many")
-    validation_fraction: float = _field(0.1, "share of the training set held out for validation, "
-                                             "in [0, 1); 0: no validation")
+                          "(epoch e: seed + e)", check_seed)
+    max_steps: int | None = _field(None, "budget of optimiser updates: stop (and end the "
+                                         "schedule) after this many", POSITIVE_INT)
+    validation_fraction: float = _field(0.1, "share of the training set held out for "
+                                             "validation, in [0, 1); 0: no validation", FRACTION)
     keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best "
-                                   "validation score")
-    eval_batch_size: int = _field(500, "batch size of evaluation")
-    progress: bool = _field(True, "show a progress bar per epoch and keep a line per epoch "
-                                  "(loss, validation, time)")
-    save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training state "
-                                                "after every this many optimiser updates (also "
-                                                "after the first, on SIGINT/SIGTERM and at the "
-                                                "end)")
+                                   "validation score", check_bool)
+    eval_batch_size: int = _field(500, "batch size of evaluation", POSITIVE_INT)
+    progress: bool = _field(True, "show a progress bar per epoch on a terminal and keep a line "
+                                  "per epoch (loss, validation, time)", check_bool)
+    save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training "
+                                                "state after every this many optimiser updates "
+                                                "(also after the first, at each new best epoch, "
+                                                "on a signal and at the end)", POSITIVE_INT)
     save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training "
                                                     "state when this many minutes have passed "
-                                                    "since the last save")
+                                                    "since the last save", functools.partial(
+                                                        check_real_in, low=0.0, open_low=True))
 
     RESUME_IRRELEVANT = ("progress", "save_every_steps", "save_every_minutes", "eval_batch_size")
     """Fields a resumed run may change: they do not change what is trained."""
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            _checked(self, name, check_positive_int)
-        _checked(self, "seed", check_seed)
-        for name in ("lr", "ssm_lr", "weight_decay"):
-            _checked(self, name, check_real_in, 0.0)
-        for name in ("warmup_fraction", "validation_fraction"):
-            _checked(self, name, check_real_in, 0.0, 1.0, closed_high=False)
-        for name in ("keep_best", "progress"):
-            _checked(self, name, check_bool)
-        if self.max_steps is not None:
-            _checked(self, "max_steps", check_positive_int)
-        if self.save_every_steps is not None:
-            _checked(self, "save_every_steps", check_positive_int)
-        if self.save_every_minutes is not None:
-            _checked(self, "save_every_minutes", check_real_in, 0.0, open_low=True)
+        _check_fields(self)
