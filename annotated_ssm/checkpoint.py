@@ -327,14 +327,16 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def restore(manager: ocp.CheckpointManager, model: SequenceModel,
-            optimizer: nnx.Optimizer | None = None, version: int | None = None) -> dict[str, Any]:
+            optimizer: nnx.Optimizer | None = None, version: int | None = None,
+            info: dict | None = None) -> dict[str, Any]:
     """Load ``version`` (default: the best, else the newest) into ``model`` (and
-    ``optimizer``) in place; return its metadata. ValueError, before any array is read, if
-    the architecture differs from the stored one (naming the entries), or an optimiser state is
-    asked for and there is none."""
+    ``optimizer``) in place; return its metadata (``info``: already read). ValueError, before
+    any array is read, if the architecture differs from the stored one (naming the entries),
+    or an optimiser state is asked for and there is none."""
     path = pathlib.Path(manager.directory)
     version = version or manager.best_step() or manager.latest_step()
-    info = read(manager, {METADATA: ocp.args.JsonRestore()}, version)[METADATA]
+    if info is None:
+        info = read(manager, {METADATA: ocp.args.JsonRestore()}, version)[METADATA]
     stored, ours = info["architecture"], json.loads(json.dumps(model.architecture))
     if ours != stored:
         differ = [f"{k}: checkpoint {stored.get(k)!r}, model {ours.get(k)!r}"

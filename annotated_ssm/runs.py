@@ -199,6 +199,7 @@ class RunFolder:
     def __init__(self, path: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
                  overwrite: bool = False, dry_run: bool = False):
         self.manager = self.lock = None
+        self.metadata = {}  # the JSON of each save read so far, by version
         _refuse_earlier_format(path)
         self.path = check_checkpoint_path(path, allowed=RUN_FILES, kind="run folder")
         self.created = not self.path.exists()
@@ -223,13 +224,12 @@ class RunFolder:
                     "choose another folder.")
             if not dry_run:
                 _name_holder(self.lock)
-            if not dry_run and (overwrite or not holds):  # only what a run creates (checked)
+            ours = [p for p in self.path.iterdir() if p.name in HISTORY_FILES or (
+                p.name.isdigit() or UNFINISHED.match(p.name))]  # what a run creates (checked)
+            if not dry_run and (overwrite or not holds) and ours:
                 self.manager.close()
-                for item in self.path.iterdir():
-                    if item.name.isdigit() or UNFINISHED.match(item.name):
-                        shutil.rmtree(item)
-                    elif item.name in HISTORY_FILES:
-                        item.unlink()
+                for item in ours:
+                    shutil.rmtree(item) if item.is_dir() else item.unlink()
                 self.manager = self._open_manager(config)
         except BaseException:
             self.close()
@@ -260,9 +260,12 @@ class RunFolder:
         return f"an unfinished run (update {state.step} of {state.total_steps})"
 
     def read_metadata(self, version: int | None = None) -> dict:
-        """The JSON of the newest save (or of ``version``)."""
+        """The JSON of the newest save (or of ``version``), read once."""
         version = version or self.manager.latest_step()
-        return read(self.manager, {METADATA: ocp.args.JsonRestore()}, version)[METADATA]
+        if version not in self.metadata:
+            self.metadata[version] = read(self.manager, {METADATA: ocp.args.JsonRestore()},
+                                          version)[METADATA]
+        return self.metadata[version]
 
     def read_state(self, version: int | None = None) -> TrainingState:
         version = version or self.manager.latest_step()
@@ -314,7 +317,8 @@ class RunFolder:
 
     def restore(self, model, optimizer, version: int | None = None) -> None:
         """Load the newest save (or ``version``) into ``model`` and ``optimizer``."""
-        restore(self.manager, model, optimizer, version or self.manager.latest_step())
+        version = version or self.manager.latest_step()
+        restore(self.manager, model, optimizer, version, self.read_metadata(version))
 
     def best_version(self) -> int | None:
         return self.manager.best_step()
