@@ -351,10 +351,10 @@ class MambaBlock(_MambaStyleBlock):
         self.ssm = S6Layer(E, state_size, step_min=step_min, step_max=step_max, dt_rank=self.dt_rank,
                            rngs=rngs)
         self.state_size = self.ssm.state_size
-        self.ssm.x_proj.kernel.value = _torch_uniform(E)(rngs.params(), self.ssm.x_proj.kernel.shape)
-        self.ssm.D.value = jnp.ones((E,), jnp.float32)
+        self.ssm.x_proj.kernel[...] = _torch_uniform(E)(rngs.params(), self.ssm.x_proj.kernel.shape)
+        self.ssm.D[...] = jnp.ones((E,), jnp.float32)
         floored = jnp.maximum(self.ssm.log_step_size[...], math.log(DT_INIT_FLOOR))
-        self.ssm.log_step_size.value = floored
+        self.ssm.log_step_size[...] = floored
         self.out_proj = nnx.Linear(E, H, use_bias=False, kernel_init=_torch_uniform(E), rngs=rngs)
 
     def _forward(self, u):
