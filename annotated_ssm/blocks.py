@@ -77,7 +77,8 @@ Both blocks
 :class:`Mamba2Block` only
 
 - ``Mamba2Simple`` has no ``step``; this one follows the full ``Mamba2.step`` (conv state,
-  SSD state (…, heads, head_dim, state)).
+  SSD state (…, heads, head_dim, state)), for any ``n_groups`` (the reference's plain
+  PyTorch step allows one group only; its Triton ``selective_state_update`` allows more).
 - Defaults ``head_dim=64`` and ``chunk_size=64`` (the reference's 128 and 256; chunk_size
   changes nothing but speed and rounding).
 - The gated RMSNorm normalises over all E inner channels (``group_size=None``, as

@@ -224,6 +224,7 @@ def test_shapes_and_batch_axes(kind):
     np.testing.assert_allclose(block(u[1]), y[1], rtol=0, atol=1e-6)  # one unbatched sequence
     u4 = jnp.stack([u, u[::-1]])  # (2, B, L, H): any batch axes
     np.testing.assert_allclose(block(u4)[1, 0], y[1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(block(u[:, :2]), y[:, :2], rtol=0, atol=1e-6)  # L < d_conv - 1
     conv_state, ssm_state = block.init_state((2, BATCH))
     conv_channels = block.d_inner if kind == "mamba" else block.d_inner + 2 * block.n_groups * N
     assert conv_state.shape == (2, BATCH, block.d_conv - 1, conv_channels)
@@ -244,7 +245,9 @@ def test_causal(kind):
     t = 6
     y = block(u)
     y_changed = block(u.at[:, t].add(3.0))
-    np.testing.assert_array_equal(y_changed[:, :t], y[:, :t])
+    # Exactly equal on a CPU (the later steps enter only through exact zeros of the mask);
+    # a tolerance far below any leak, for other backends' reductions.
+    np.testing.assert_allclose(y_changed[:, :t], y[:, :t], rtol=0, atol=1e-6 * float(jnp.max(jnp.abs(y))))
     assert np.min(np.max(np.abs(y_changed[:, t] - y[:, t]), axis=-1)) > 1e-3
 
 
