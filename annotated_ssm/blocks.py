@@ -6,18 +6,19 @@ block that also mixes channels and brings the non-linearity, so that a model is 
 blocks stacked with residual connections and pre-norms (Gu and Dao, 2023, Figure 3; Dao
 and Gu, 2024, Figure 6). With E = ``expand`` · H inner channels::
 
-    Mamba (mamba_simple.py)                    Mamba-2 (mamba2_simple.py)
-    x, z   = in_proj(u)        H → 2E          z, x, B, C, Δ = in_proj(u)   H → 2E + 2GN + heads
-    x      = SiLU(conv1d(x))   causal, width W  x, B, C = SiLU(conv1d(x, B, C))
-    y      = S6(x)             Δ, B, C from x   y = SSD(x; Δ, A, B, C) + D x   heads of P channels
-    y      = y · SiLU(z)                         y = RMSNorm(y · SiLU(z))
-    out    = out_proj(y)       E → H             out = out_proj(y)             E → H
+    Mamba (mamba_simple.py)                 Mamba-2 (mamba2_simple.py)
+    x, z = in_proj(u)          H → 2E       z, x, B, C, Δ = in_proj(u)   H → 2E + 2GN + heads
+    x = SiLU(conv1d(x))        causal, W    x, B, C = SiLU(conv1d(x, B, C))
+    y = S6(x)                  Δ, B, C(x)   y = SSD(x; Δ, A, B, C) + D x   heads of P channels
+    y = y · SiLU(z)                         y = RMSNorm(y · SiLU(z))
+    out = out_proj(y)          E → H        out = out_proj(y)             E → H
 
 The convolution is depthwise (one filter of W taps per channel) and causal: output t sees
 inputs t − W + 1 … t, with zeros before the sequence (:func:`causal_depthwise_conv`). Mamba
 computes Δ, B and C from the convolved x inside its S6 (Δ through a rank R = ⌈H/16⌉
-projection, 2·E·R weights instead of E²); Mamba-2 takes them from the same input projection as x and convolves B and
-C with x (they play the roles of keys and queries of the SSD "attention", x the values).
+projection, 2·E·R weights instead of E²); Mamba-2 takes them from the same input projection
+as x and convolves B and C with x (they play the roles of keys and queries of the SSD
+"attention", x the values).
 
 Both blocks run as a recurrence too: ``init_state`` gives (conv_state, ssm_state), the last
 W − 1 inputs of the convolution and the SSM's state, and ``step(state, u_t)`` advances one
@@ -31,7 +32,7 @@ and no NaN or inf; float32 and float64 are computed in their dtype (float64 end 
 under ``jax_enable_x64``), float16/bfloat16 in float32 and returned in their dtype, integers
 and bools in the default float dtype. Parameters are stored in float32. Every product is
 computed with ``Precision.HIGHEST`` (a GPU's default float32 product is TF32); the
-convolution is W elementwise multiply-adds, exact in any dtype.
+convolution is W elementwise multiply-adds, no product that could fall to TF32.
 
 Differences from the reference
 ------------------------------
@@ -268,7 +269,8 @@ class _MambaStyleBlock(nnx.Module):
         ``init_state`` through u reproduces ``block(u)`` up to rounding.
         """
         if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
-            raise ValueError(f"u_t must have shape (..., {self.d_model}); got shape {np.shape(u_t)}.")
+            raise ValueError(f"u_t must have shape (..., {self.d_model}); got shape "
+                             f"{np.shape(u_t)}.")
         u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
         self._check_state(state, u_t.shape[:-1])
         state, y = compiled(self, "_step", tuple(state), u_t)
@@ -344,13 +346,14 @@ class MambaBlock(_MambaStyleBlock):
             self.dt_rank = math.ceil(H / 16)
         else:
             self.dt_rank = check_positive_int("dt_rank", dt_rank)
-        self.in_proj = nnx.Linear(H, 2 * E, use_bias=False, kernel_init=_torch_uniform(H), rngs=rngs)
+        self.in_proj = nnx.Linear(H, 2 * E, use_bias=False, kernel_init=_torch_uniform(H),
+                                  rngs=rngs)
         self._init_conv(E, rngs)
         # S6 has Mamba's SSM: A = -(1 … N), Δ = softplus(dt_proj(x_proj(x)[:R]) + b) with dt_proj
         # uniform in ±R^-1/2, real B and C shared by the channels. Where its defaults are the
         # book's rather than Mamba's, set Mamba's: D = 1, x_proj as PyTorch's Linear, Δ₀ floored.
-        self.ssm = S6Layer(E, state_size, step_min=step_min, step_max=step_max, dt_rank=self.dt_rank,
-                           rngs=rngs)
+        self.ssm = S6Layer(E, state_size, step_min=step_min, step_max=step_max,
+                           dt_rank=self.dt_rank, rngs=rngs)
         self.state_size = self.ssm.state_size
         self.ssm.x_proj.kernel[...] = _torch_uniform(E)(rngs.params(), self.ssm.x_proj.kernel.shape)
         self.ssm.D[...] = jnp.ones((E,), jnp.float32)
@@ -423,8 +426,9 @@ class Mamba2Block(_MambaStyleBlock):
         self.n_heads = E // self.head_dim
         self.n_groups = check_positive_int("n_groups", n_groups)
         if self.n_heads % self.n_groups:
-            raise ValueError(f"n_groups must divide the number of heads, {self.n_heads} (inner width "
-                             f"{E} / head_dim {self.head_dim}); got n_groups = {self.n_groups}.")
+            raise ValueError(f"n_groups must divide the number of heads, {self.n_heads} (inner "
+                             f"width {E} / head_dim {self.head_dim}); got n_groups = "
+                             f"{self.n_groups}.")
         self.chunk_size = check_positive_int("chunk_size", chunk_size)
         self.step_min, self.step_max = check_step_bounds(step_min, step_max)
         G, N, heads = self.n_groups, self.state_size, self.n_heads
@@ -445,9 +449,11 @@ class Mamba2Block(_MambaStyleBlock):
         return -jnp.exp(log_A)
 
     def _split(self, projected):
-        """in_proj's output (..., 2E + 2GN + heads) -> z (..., E), xBC (..., E + 2GN), Δ (..., heads)."""
+        """in_proj's output (..., 2E + 2GN + heads) -> z (..., E), xBC (..., E + 2GN) and
+        Δ = softplus(· + dt_bias) (..., heads)."""
         E, GN = self.d_inner, self.n_groups * self.state_size
-        z, xBC, dt = projected[..., :E], projected[..., E:2 * E + 2 * GN], projected[..., 2 * E + 2 * GN:]
+        z, xBC, dt = (projected[..., :E], projected[..., E:2 * E + 2 * GN],
+                      projected[..., 2 * E + 2 * GN:])
         return z, xBC, jax.nn.softplus(dt + self.dt_bias[...].astype(dt.dtype))
 
     def _ssd_inputs(self, xBC, dt):
