@@ -57,9 +57,9 @@ Both blocks
   (packed sequences), ``A_init_range`` (fixed at [1, 16]). Their defaults are what is built.
 - Parameter groups: A's log and Δ's bias (``log_step_size`` in S6, ``dt_bias`` in Mamba-2) are
   :class:`~annotated_ssm.layers.SSMParam`, so the package's training loop gives them its SSM
-  learning rate and no weight decay; Mamba trains them at the common learning rate (without
-  weight decay). D is a plain ``nnx.Param`` here (weight-decayed by the package's loop); Mamba
-  excludes D from weight decay.
+  learning rate and no weight decay; Mamba marks A_log and D (Mamba-2 also dt_bias)
+  ``_no_weight_decay`` and trains everything at one learning rate. D is a plain
+  ``nnx.Param`` here, as in every layer of the package, so the package's loop decays it.
 - Initialisation: the same distributions (projections and convolution as PyTorch's default
   ``U(±1/√fan_in)``, D = 1, A and Δ as the references), drawn from JAX's random numbers, so
   not the same values for a seed. The rescaling of ``out_proj`` by 1/√(n_layers) that Mamba's
@@ -82,13 +82,17 @@ Both blocks
   PyTorch step allows one group only; its Triton ``selective_state_update`` allows more).
 - Defaults ``head_dim=64`` and ``chunk_size=64`` (the reference's 128 and 256; chunk_size
   changes nothing but speed and rounding).
-- The gated RMSNorm normalises over all E inner channels (``group_size=None``, as
-  ``Mamba2Simple``; the full ``Mamba2`` normalises each of the ``n_groups`` groups apart).
+
+Not differences from ``Mamba2Simple``, but from the full ``Mamba2`` (``mamba2.py``): the gated
+RMSNorm here normalises over all E inner channels at once (``group_size=None``, as
+``Mamba2Simple``; ``Mamba2`` normalises each of the ``n_groups`` groups apart), and there is
+no ``d_ssm`` < E with a gated MLP beside the SSM.
 """
 
 from __future__ import annotations
 
 import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
