@@ -4,7 +4,7 @@ convolution and a gate, (…, L, H) → (…, L, H).
 An SSM layer (``annotated_ssm.layers``) mixes along time only; Mamba wraps its SSM in a
 block that also mixes channels and brings the non-linearity, so that a model is just these
 blocks stacked with residual connections and pre-norms (Gu and Dao, 2023, Figure 3; Dao
-and Gu, 2024, Figure 6). With E = ``expand`` · H inner channels::
+and Gu, 2024, §7). With E = ``expand`` · H inner channels::
 
     Mamba (mamba_simple.py)                 Mamba-2 (mamba2_simple.py)
     x, z = in_proj(u)          H → 2E       z, x, B, C, Δ = in_proj(u)   H → 2E + 2GN + heads
