@@ -37,8 +37,8 @@ MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers
 
 def _field(default: Any, help: str, rule=None, **metadata) -> Any:
     """A dataclass field with help text, the rule that checks it (a function
-    ``(name, value) -> value`` of :mod:`annotated_ssm._validation`; None values pass when the
-    default is None) and, optionally, "choices" for the command line."""
+    ``(name, value) -> value`` of :mod:`annotated_ssm._validation`; None passes where the
+    field's type allows it) and, optionally, "choices" for the command line."""
     metadata = {"help": help, "rule": rule, **metadata}
     if "choices" in metadata:
         metadata["rule"] = functools.partial(_choice, choices=metadata["choices"])
@@ -57,7 +57,7 @@ def _check_fields(instance: Any) -> None:
     a NumPy scalar that JSON could not store)."""
     for field in dataclasses.fields(instance):
         value, rule = getattr(instance, field.name), field.metadata["rule"]
-        if rule is not None and not (value is None and field.default is None):
+        if rule is not None and not (value is None and "None" in str(field.type)):
             object.__setattr__(instance, field.name, rule(field.name, value))
 
 
