@@ -24,12 +24,16 @@ from typing import Any
 
 from ._validation import (MAX_SEED, check_bool, check_choice, check_positive_int, check_real_in,
                           check_seed, check_step_bounds)
+from .blocks import Mamba2Block, MambaBlock
 from .layers import LAYERS, get_layer
 
-__all__ = ["ModelConfig", "TrainConfig", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS", "MAX_SEED",
+__all__ = ["ModelConfig", "TrainConfig", "BLOCKS", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS", "MAX_SEED",
            "check_seed"]
 
 NORMS = ("layer", "batch")
+BLOCKS = ("residual", "mamba", "mamba2")
+MAMBA_LAYERS = {"mamba": "s6", "mamba2": "ssd"}  # the SSM inside each Mamba block
+MAMBA_BLOCKS = {"mamba": MambaBlock, "mamba2": Mamba2Block}
 POOLINGS = ("mean", "last")
 TASKS = ("classification", "regression")
 MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers = 10**6 is refused
@@ -86,6 +90,9 @@ class ModelConfig:
     """
 
     layer: str = _field("s4d", "SSM layer", choices=tuple(LAYERS))
+    block: str = _field("residual", "the block around each SSM layer: residual (norm, layer, "
+                                    "GELU, dropout, GLU, as S4), mamba (Mamba's block around "
+                                    "s6) or mamba2 (Mamba-2's block around ssd)", choices=BLOCKS)
     d_model: int = _field(64, "channels H inside the blocks", POSITIVE_INT)
     n_layers: int = _field(4, "number of residual blocks", _layer_count)
     state_size: int = _field(64, "state size N of each SSM layer", POSITIVE_INT)
@@ -107,6 +114,8 @@ class ModelConfig:
 
     def __post_init__(self):
         _check_fields(self)
+        if self.block != "residual":
+            self._check_mamba_block()
         parameters = self.layer_parameters()
         # The layers' own check (real, normal in float32, where log Δ is stored; step_min <=
         # step_max), now, with a bound left as None standing for the layer's default.
@@ -118,9 +127,23 @@ class ModelConfig:
                 object.__setattr__(self, name, value)
         self._check_layer_options(parameters)
 
+    def _check_mamba_block(self) -> None:
+        """A Mamba block runs its own SSM, is causal and has its own gate."""
+        layer = MAMBA_LAYERS[self.block]
+        if self.layer != layer:
+            raise ValueError(f"block={self.block!r} runs {layer!r} inside it: give layer={layer!r} "
+                             f"(got layer={self.layer!r}).")
+        for name, allowed in (("bidirectional", False), ("dropout", 0.0), ("glu", True)):
+            if getattr(self, name) != allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r} applies to block='residual' "
+                                 f"only: block={self.block!r} is causal and has its own gate, "
+                                 f"with no dropout; leave {name} at {allowed!r}.")
+
     def layer_parameters(self) -> dict[str, inspect.Parameter]:
-        """The parameters of the layer's constructor, by name (``self`` left out)."""
-        parameters = dict(inspect.signature(get_layer(self.layer).__init__).parameters)
+        """The parameters of what each block builds (the layer, or the Mamba block), by name
+        (``self`` left out)."""
+        built = MAMBA_BLOCKS[self.block] if self.block != "residual" else get_layer(self.layer)
+        parameters = dict(inspect.signature(built.__init__).parameters)
         parameters.pop("self", None)
         return parameters
 

@@ -35,10 +35,10 @@ import numpy as np
 from flax import nnx
 
 from ._validation import check_choice, check_ndim, check_positive_int
-from .config import NORMS, POOLINGS, ModelConfig
+from .config import MAMBA_BLOCKS, NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
-__all__ = ["ResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS",
+__all__ = ["ResidualBlock", "MambaResidualBlock", "SequenceModel", "SequenceClassifier", "CausalSequenceModel", "NORMS", "POOLINGS",
            "model_from_architecture", "count_dense_params", "check_model_fits"]
 
 _DEFAULT = ModelConfig()  # the one place the architecture's defaults are written
@@ -66,8 +66,7 @@ class ResidualBlock(nnx.Module):
         check_choice("norm", norm, NORMS)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
-        self.norm = (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
-                     else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
+        self.norm = _norm(norm, d_model, rngs)
         self.ssm = get_layer(layer)(d_model, state_size, bidirectional=bidirectional, rngs=rngs,
                                     **layer_kwargs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
@@ -83,15 +82,60 @@ class ResidualBlock(nnx.Module):
     def __call__(self, x):
         return x + self._position_wise(self.ssm(self.norm(x)))
 
+    def discrete_system(self, length: int | None = None):
+        return self.ssm.discrete_system(length)
+
+    def init_state(self, batch_shape: tuple[int, ...] = ()):
+        return self.ssm.init_state(batch_shape)
+
     def step(self, state, x_t, system):
         """One time step, x_t: (…, H). Norm and mixing act per step, so only the SSM keeps state.
         Inference in either mode: BatchNorm's running statistics, no dropout."""
-        if isinstance(self.norm, nnx.BatchNorm):
-            x_norm = self.norm(x_t, use_running_average=True)
-        else:
-            x_norm = self.norm(x_t)
-        state, y_t = self.ssm.step(state, x_norm, system)
+        state, y_t = self.ssm.step(state, _norm_step(self.norm, x_t), system)
         return state, x_t + self._position_wise(y_t, deterministic=True)
+
+
+def _norm(norm: str, d_model: int, rngs: nnx.Rngs) -> nnx.Module:
+    return (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
+            else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
+
+
+def _norm_step(norm: nnx.Module, x_t):
+    """The pre-norm of one step: BatchNorm with its running statistics (inference)."""
+    return norm(x_t, use_running_average=True) if isinstance(norm, nnx.BatchNorm) else norm(x_t)
+
+
+class MambaResidualBlock(nnx.Module):
+    """``x + block(norm(x))`` with Mamba's or Mamba-2's block (:mod:`annotated_ssm.blocks`),
+    which brings its own projections, convolution, gate and non-linearity (Gu and Dao, 2023,
+    Figure 3): nothing follows it. (…, L, H) → (…, L, H).
+
+    Args:
+        block: "mamba" (S6 inside) or "mamba2" (SSD inside).
+        d_model: channels H.
+        state_size: the SSM's N.
+        norm: "layer" or "batch".
+        **options: the block's own keywords (``expand``, ``d_conv``, …) and the step bounds.
+    """
+
+    def __init__(self, block: str, d_model: int, state_size: int = _DEFAULT.state_size, *,
+                 norm: str = _DEFAULT.norm, rngs: nnx.Rngs, **options):
+        self.norm = _norm(norm, d_model, rngs)
+        self.mixer = MAMBA_BLOCKS[block](d_model, state_size=state_size, rngs=rngs, **options)
+
+    def __call__(self, x):
+        return x + self.mixer(self.norm(x))
+
+    def discrete_system(self, length: int | None = None):
+        return None  # Δ, B and C come from each input: nothing to compute ahead
+
+    def init_state(self, batch_shape: tuple[int, ...] = ()):
+        return self.mixer.init_state(batch_shape)
+
+    def step(self, state, x_t, system=None):
+        """One time step, x_t: (…, H): the block's conv and SSM states advance."""
+        state, y_t = self.mixer.step(state, _norm_step(self.norm, x_t))
+        return state, x_t + y_t
 
 
 class SequenceModel(nnx.Module):
@@ -116,12 +160,17 @@ class SequenceModel(nnx.Module):
         # add what the data fixes). Plain Python values: nnx treats them as static.
         self.architecture = dict(config.to_dict(), d_input=self.d_input)
         self.encoder = nnx.Linear(d_input, config.d_model, rngs=rngs)
-        self.blocks = nnx.List([
-            ResidualBlock(config.layer, config.d_model, config.state_size, norm=config.norm,
-                          glu=config.glu, dropout=config.dropout,
-                          bidirectional=config.bidirectional, rngs=rngs, **config.layer_kwargs())
-            for _ in range(config.n_layers)
-        ])
+        if config.block == "residual":
+            def block():
+                return ResidualBlock(config.layer, config.d_model, config.state_size,
+                                     norm=config.norm, glu=config.glu, dropout=config.dropout,
+                                     bidirectional=config.bidirectional, rngs=rngs,
+                                     **config.layer_kwargs())
+        else:
+            def block():
+                return MambaResidualBlock(config.block, config.d_model, config.state_size,
+                                          norm=config.norm, rngs=rngs, **config.layer_kwargs())
+        self.blocks = nnx.List([block() for _ in range(config.n_layers)])
         self.final_norm = nnx.LayerNorm(config.d_model, rngs=rngs)
 
     def check_input(self, x, name: str = "x") -> None:
@@ -195,11 +244,11 @@ class CausalSequenceModel(SequenceModel):
 
     def discrete_system(self, length: int | None = None) -> list[Any]:
         """Each block's discrete recurrence for sequences of ``length`` steps (computed once)."""
-        return [block.ssm.discrete_system(length) for block in self.blocks]
+        return [block.discrete_system(length) for block in self.blocks]
 
     def init_state(self, batch_shape: tuple[int, ...] = ()) -> list[Any]:
         """Zero state of every block for a batch of sequences."""
-        return [block.ssm.init_state(batch_shape) for block in self.blocks]
+        return [block.init_state(batch_shape) for block in self.blocks]
 
     def step(self, state, x_t, system):
         """One time step: x_t (…, d_input) → (new state, y_t (…, d_output))."""
