@@ -63,6 +63,7 @@ __all__ = [
     "fetch",
     "cache_dir",
     "check_dataset",
+    "check_lengths",
 ]
 
 
@@ -77,6 +78,10 @@ class Dataset:
             (n, L, D) float32 per-step targets (``task == "regression"``).
         task: "classification" or "regression".
         n_classes: number of classes (classification only).
+        lengths_train, lengths_test: (n,) integers in [1, L], each sequence's own length
+            when sequences of different lengths are padded (at the end) to one L; None: all
+            have length L. The models ignore the padding (``model(x, lengths=…)``): padded
+            steps never change a real step's output, the pooling and the loss.
     """
 
     name: str
@@ -86,6 +91,8 @@ class Dataset:
     y_test: np.ndarray
     task: str
     n_classes: int | None = None
+    lengths_train: np.ndarray | None = None
+    lengths_test: np.ndarray | None = None
 
     def __post_init__(self):
         check_dataset(self)
@@ -154,6 +161,10 @@ def check_dataset(dataset: "Dataset") -> None:
     check_choice("task", dataset.task, ("classification", "regression"))
     for part in ("train", "test"):
         _check_inputs(f"x_{part}", getattr(dataset, f"x_{part}"))
+        x, lengths = getattr(dataset, f"x_{part}"), getattr(dataset, f"lengths_{part}")
+        if lengths is not None:
+            object.__setattr__(dataset, f"lengths_{part}",
+                               check_lengths(f"lengths_{part}", lengths, *x.shape[:2]))
     if dataset.x_train.shape[1:] != dataset.x_test.shape[1:]:
         raise ValueError(f"x_train and x_test must have the same length and channels; got shapes "
                          f"{dataset.x_train.shape} and {dataset.x_test.shape}.")
@@ -179,6 +190,21 @@ def check_dataset(dataset: "Dataset") -> None:
     if dataset.y_train.shape[2] != dataset.y_test.shape[2]:
         raise ValueError("y_train and y_test must have the same number of targets per step; got "
                          f"shapes {dataset.y_train.shape} and {dataset.y_test.shape}.")
+
+
+def check_lengths(name: str, lengths, n: int, length: int) -> np.ndarray:
+    """``lengths`` as an int32 array if it holds ``n`` integers in [1, ``length``]; else
+    ValueError naming ``name`` and the first bad entry."""
+    array = np.asarray(lengths)
+    if array.shape != (n,) or array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must hold {n} integers, one length per sequence; got "
+                         f"{array.dtype} of shape {array.shape}.")
+    bad = (array < 1) | (array > length)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name} must be in [1, {length}] (the padded length); got "
+                         f"{int(array[i])} at index {i}.")
+    return array.astype(np.int32)
 
 
 def _check_fraction(name: str, value, n: int) -> float:
@@ -528,8 +554,8 @@ def load_dataset(name: str, **kwargs) -> Dataset:
 
 
 def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None = None,
-            drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield (x, y) mini-batches along the first axis.
+            drop_last: bool = False, lengths: np.ndarray | None = None) -> Iterator[tuple]:
+    """Yield (x, y) mini-batches along the first axis ((x, y, lengths) with ``lengths``).
 
     ``seed=None`` keeps the stored order (evaluation); an integer shuffles with
     ``np.random.default_rng(seed)``, so the same seed always gives the same batches.
@@ -543,13 +569,15 @@ def batches(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int | None =
     stop = len(x) - batch_size + 1 if drop_last else len(x)
     for start in range(0, max(stop, 0), batch_size):
         index = order[start:start + batch_size]
-        yield x[index], y[index]
+        yield (x[index], y[index]) if lengths is None else (x[index], y[index], lengths[index])
 
 
-def validation_split(x: np.ndarray, y: np.ndarray, fraction: float, *, seed: int = 0):
+def validation_split(x: np.ndarray, y: np.ndarray, fraction: float, *, seed: int = 0,
+                     lengths: np.ndarray | None = None):
     """Hold out ``round(fraction × n)`` samples, chosen by a permutation seeded by ``seed``.
 
-    Returns ``(x_train, y_train, x_val, y_val)``; the training part keeps the stored order
+    Returns ``(x_train, y_train, x_val, y_val)`` (with ``lengths``, ``(x_train, y_train,
+    lengths_train, x_val, y_val, lengths_val)``); the training part keeps the stored order
     of the samples left in it. ``fraction=0`` returns all of x, y and empty validation arrays.
     """
     real = isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
@@ -561,4 +589,7 @@ def validation_split(x: np.ndarray, y: np.ndarray, fraction: float, *, seed: int
     n_val = int(round(fraction * len(x)))
     held_out = np.zeros(len(x), bool)
     held_out[np.random.default_rng(seed).permutation(len(x))[:n_val]] = True
-    return x[~held_out], y[~held_out], x[held_out], y[held_out]
+    if lengths is None:
+        return x[~held_out], y[~held_out], x[held_out], y[held_out]
+    return (x[~held_out], y[~held_out], lengths[~held_out], x[held_out], y[held_out],
+            lengths[held_out])

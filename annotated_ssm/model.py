@@ -79,8 +79,10 @@ class ResidualBlock(nnx.Module):
         y = self.mix(y)
         return jax.nn.glu(y, axis=-1) if self.glu else y
 
-    def __call__(self, x):
-        return x + self._position_wise(self.ssm(self.norm(x)))
+    def __call__(self, x, mask=None):
+        """x (…, L, H); ``mask`` (…, L, 1), 1 at real steps and 0 at padding (or None): the
+        SSM reads zeros at padded steps, which then change no real step."""
+        return x + self._position_wise(self.ssm(_masked_norm(self.norm, x, mask)))
 
     def discrete_system(self, length: int | None = None):
         return self.ssm.discrete_system(length)
@@ -98,6 +100,15 @@ class ResidualBlock(nnx.Module):
 def _norm(norm: str, d_model: int, rngs: nnx.Rngs) -> nnx.Module:
     return (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
             else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
+
+
+def _masked_norm(norm: nnx.Module, x, mask):
+    """The pre-norm of a sequence, zero at padded steps (BatchNorm's statistics over the real
+    steps only)."""
+    if mask is None:
+        return norm(x)
+    y = norm(x, mask=mask.astype(bool)) if isinstance(norm, nnx.BatchNorm) else norm(x)
+    return y * mask.astype(y.dtype)
 
 
 def _norm_step(norm: nnx.Module, x_t):
@@ -123,8 +134,9 @@ class MambaResidualBlock(nnx.Module):
         self.norm = _norm(norm, d_model, rngs)
         self.mixer = MAMBA_BLOCKS[block](d_model, state_size=state_size, rngs=rngs, **options)
 
-    def __call__(self, x):
-        return x + self.mixer(self.norm(x))
+    def __call__(self, x, mask=None):
+        """x (…, L, H); ``mask`` as :meth:`ResidualBlock.__call__`'s."""
+        return x + self.mixer(_masked_norm(self.norm, x, mask))
 
     def discrete_system(self, length: int | None = None):
         return None  # Δ, B and C come from each input: nothing to compute ahead
@@ -184,12 +196,34 @@ class SequenceModel(nnx.Module):
         if np.shape(x)[-2] < 1:
             raise ValueError(f"{name} must have length >= 1 (axis -2); got shape {np.shape(x)}.")
 
-    def features(self, x):
-        """(…, L, d_input) → (…, L, d_model): the blocks' output before pooling/decoding."""
+    def mask(self, x, lengths):
+        """(…, L, 1): 1 at each sequence's real steps (the first ``lengths``), 0 at padding;
+        None without lengths. ValueError unless ``lengths`` holds one integer in [1, L] per
+        sequence (values checked where they are concrete, not under jit)."""
+        if lengths is None:
+            return None
+        batch, length = np.shape(x)[:-2], np.shape(x)[-2]
+        if np.shape(lengths) != batch or not jnp.issubdtype(jnp.asarray(lengths).dtype,
+                                                            jnp.integer):
+            raise ValueError(f"lengths must hold one integer per sequence, shape {batch}; got "
+                             f"{getattr(lengths, 'dtype', type(lengths).__name__)} of shape "
+                             f"{np.shape(lengths)}.")
+        if not isinstance(lengths, jax.core.Tracer):
+            bad = (np.asarray(lengths) < 1) | (np.asarray(lengths) > length)
+            if bad.any():
+                raise ValueError(f"lengths must be in [1, {length}] (x's length); got "
+                                 f"{np.asarray(lengths)[bad][0]}.")
+        steps = jnp.arange(length)
+        return (steps < jnp.asarray(lengths)[..., None])[..., None].astype(jnp.float32)
+
+    def features(self, x, lengths=None):
+        """(…, L, d_input) → (…, L, d_model): the blocks' output before pooling/decoding.
+        ``lengths`` (…,): each sequence's own length, padded steps after it ignored."""
         self.check_input(x)
+        mask = self.mask(x, lengths)
         h = self.encoder(jnp.asarray(x))
         for block in self.blocks:
-            h = block(h)
+            h = block(h, mask)
         return self.final_norm(h)
 
 
@@ -212,9 +246,17 @@ class SequenceClassifier(SequenceModel):
                                  n_classes=self.n_classes)
         self.decoder = nnx.Linear(self.d_model, n_classes, rngs=rngs)
 
-    def __call__(self, x):
-        h = self.features(x)
-        pooled = h.mean(axis=-2) if self.pooling == "mean" else h[..., -1, :]
+    def __call__(self, x, lengths=None):
+        """Logits (…, n_classes); with ``lengths``, pooled over each sequence's real steps (its
+        mean, or its own last step)."""
+        h = self.features(x, lengths)
+        if lengths is None:
+            pooled = h.mean(axis=-2) if self.pooling == "mean" else h[..., -1, :]
+        elif self.pooling == "mean":
+            pooled = (h * self.mask(x, lengths)).sum(axis=-2) / jnp.asarray(lengths)[..., None]
+        else:
+            last = jnp.asarray(lengths)[..., None, None] - 1
+            pooled = jnp.take_along_axis(h, last, axis=-2)[..., 0, :]
         return self.decoder(pooled)
 
 
@@ -237,8 +279,10 @@ class CausalSequenceModel(SequenceModel):
         self.architecture = dict(self.architecture, model="CausalSequenceModel",
                                  d_output=self.d_output)
 
-    def __call__(self, x):
-        return self.decoder(self.features(x))
+    def __call__(self, x, lengths=None):
+        """(…, L, d_output); with ``lengths``, zeros at padded steps."""
+        y = self.decoder(self.features(x, lengths))
+        return y if lengths is None else y * self.mask(x, lengths)
 
     # --- recurrent mode ------------------------------------------------------------------
 

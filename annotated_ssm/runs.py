@@ -32,9 +32,11 @@ import contextlib
 import csv
 import dataclasses
 import fcntl
+import functools
 import io
 import json
 import math
+import operator
 import os
 import pathlib
 import shutil
@@ -185,9 +187,11 @@ def fingerprint(dataset: Dataset) -> dict[str, Any]:
     """What identifies a data set well enough to refuse resuming on another one."""
     def crc(a):
         return zlib.crc32(np.ascontiguousarray(a).view(np.uint8))
+    lengths = [] if dataset.lengths_train is None else [crc(dataset.lengths_train)]
     return {"name": dataset.name, "x_train": list(dataset.x_train.shape),
             "x_test": list(dataset.x_test.shape),
-            "crc32": crc(dataset.x_train) ^ crc(dataset.y_train)}
+            "crc32": functools.reduce(operator.xor, [crc(dataset.x_train), crc(dataset.y_train),
+                                                      *lengths])}
 
 
 class RunFolder:

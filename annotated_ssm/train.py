@@ -195,24 +195,30 @@ def shard_batch(mesh: Mesh, *arrays):
 
 # --- Steps ----------------------------------------------------------------------------------
 
-def _losses(model, x, y, task):
-    """Per-example loss and correctness (classification) or per-example MSE (regression)."""
-    out = model(x)
+def _losses(model, x, y, task, lengths=None):
+    """Per-example loss and correctness (classification) or per-example MSE (regression; with
+    ``lengths``, over each sequence's real steps)."""
+    out = model(x) if lengths is None else model(x, lengths)
     if task == "classification":
         loss = optax.softmax_cross_entropy_with_integer_labels(out, y)
         correct = (jnp.argmax(out, -1) == y).astype(jnp.float32)
-    else:
+    elif lengths is None:
         loss = jnp.mean((out - y) ** 2, axis=tuple(range(1, out.ndim)))
+        correct = jnp.zeros_like(loss)
+    else:  # the model's outputs are 0 at padded steps: the targets there must not count
+        squares = (out - y * model.mask(x, lengths)) ** 2
+        loss = jnp.sum(squares, axis=(-2, -1)) / (lengths * out.shape[-1])
         correct = jnp.zeros_like(loss)
     return loss, correct
 
 
 @functools.partial(nnx.jit, static_argnames="task")
-def train_step(model, optimizer, x, y, task: str = "classification"):
-    """One AdamW step on a batch; returns the mean loss before the update."""
+def train_step(model, optimizer, x, y, lengths=None, task: str = "classification"):
+    """One AdamW step on a batch (``lengths``: each sequence's own, or None); returns the
+    mean loss before the update."""
 
     def loss_fn(model):
-        return _losses(model, x, y, task)[0].mean()
+        return _losses(model, x, y, task, lengths)[0].mean()
 
     loss, grads = nnx.value_and_grad(loss_fn)(model)
     optimizer.update(model, grads)
@@ -220,14 +226,15 @@ def train_step(model, optimizer, x, y, task: str = "classification"):
 
 
 @functools.partial(nnx.jit, static_argnames="task")
-def _eval_step(model, x, y, mask, task: str):
-    loss, correct = _losses(model, x, y, task)
+def _eval_step(model, x, y, mask, lengths, task: str):
+    loss, correct = _losses(model, x, y, task, lengths)
     return jnp.sum(loss * mask), jnp.sum(correct * mask)
 
 
 def evaluate(model: SequenceModel, x: np.ndarray, y: np.ndarray, *, batch_size: int = 500,
-             mesh: Mesh | None = None) -> dict[str, float]:
-    """Mean loss and accuracy (classification) over (x, y), in eval mode, in stored order.
+             mesh: Mesh | None = None, lengths: np.ndarray | None = None) -> dict[str, float]:
+    """Mean loss and accuracy (classification) over (x, y), in eval mode, in stored order
+    (``lengths``: each sequence's own, padding ignored).
 
     The last batch is padded to a multiple of the device count and the padding masked out,
     so the numbers are exact whatever the batch size.
@@ -237,14 +244,14 @@ def evaluate(model: SequenceModel, x: np.ndarray, y: np.ndarray, *, batch_size: 
     task = _task_of(model)
     model.eval()
     total_loss = total_correct = 0.0
-    for xb, yb in batches(x, y, batch_size):
+    for xb, yb, *lb in batches(x, y, batch_size, lengths=lengths):
         n = len(xb)
         pad = -n % n_devices
         mask = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
         if pad:
-            xb = np.concatenate([xb, np.repeat(xb[-1:], pad, axis=0)])
-            yb = np.concatenate([yb, np.repeat(yb[-1:], pad, axis=0)])
-        loss, correct = _eval_step(model, *shard_batch(mesh, xb, yb, mask), task=task)
+            xb, yb, *lb = (np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) for a in (xb, yb, *lb))
+        xb, yb, mask, *lb = shard_batch(mesh, xb, yb, mask, *lb)
+        loss, correct = _eval_step(model, xb, yb, mask, lb[0] if lb else None, task=task)
         total_loss += float(loss)
         total_correct += float(correct)
     result = {"loss": total_loss / len(x)}
@@ -479,8 +486,8 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     """
     config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh)
     check_bool("test", test)
-    x_train, y_train, x_val, y_val = validation_split(dataset.x_train, dataset.y_train,
-                                                      config.validation_fraction, seed=config.seed)
+    # sequences of different lengths: each part carries its lengths, padding ignored
+    (x_train, y_train, *l_train), (x_val, y_val, *l_val) = _split(dataset, config)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
     steps_per_epoch = len(x_train) // config.batch_size
     progress = Progress(config.progress, model.layer_name, config.epochs, steps_per_epoch)
@@ -519,9 +526,9 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         while not state.finished:
             start, done = time.perf_counter(), state.step - epoch * steps_per_epoch
             epoch_batches = batches(x_train, y_train, config.batch_size, seed=config.seed + epoch,
-                                    drop_last=True)
-            for i, (xb, yb) in enumerate(itertools.islice(epoch_batches, done, None), done):
-                state.epoch_losses.append(take_step(*shard_batch(mesh, xb, yb),
+                                    drop_last=True, lengths=(l_train or [None])[0])
+            for i, batch in enumerate(itertools.islice(epoch_batches, done, None), done):
+                state.epoch_losses.append(take_step(*shard_batch(mesh, *batch),
                                                     task=dataset.task))
                 state.step += 1
                 if state.step >= total_steps or i + 1 == steps_per_epoch:
@@ -538,7 +545,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             metrics, score = {"loss": float("nan")}, None
             if len(x_val):
                 metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size,
-                                   mesh=mesh)
+                                   mesh=mesh, lengths=(l_val or [None])[0])
                 if config.keep_best and _score(metrics) > state.best_score:
                     state.best_score = score = _score(metrics)
                     history.best_epoch = epoch + 1
@@ -569,13 +576,22 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
             replicate(optimizer, mesh)
         if test:
             metrics = evaluate(model, dataset.x_test, dataset.y_test,
-                               batch_size=config.eval_batch_size, mesh=mesh)
+                               batch_size=config.eval_batch_size, mesh=mesh,
+                               lengths=dataset.lengths_test)
             history.test_loss = metrics["loss"]
             history.test_accuracy = metrics.get("accuracy", float("nan"))
         if saving:
             folder.write_history(history)
     model.eval()
     return history
+
+
+def _split(dataset: Dataset, config: TrainConfig) -> tuple[tuple, tuple]:
+    """(training part, validation part) of the training set: (x, y) or (x, y, lengths)."""
+    parts = validation_split(dataset.x_train, dataset.y_train, config.validation_fraction,
+                             seed=config.seed, lengths=dataset.lengths_train)
+    half = len(parts) // 2
+    return parts[:half], parts[half:]
 
 
 def _score(metrics: dict[str, float]) -> float:
