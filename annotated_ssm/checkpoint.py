@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from typing import Any
 
 import jax
@@ -197,17 +198,20 @@ def save_args(values: dict, model: SequenceModel, optimizer: nnx.Optimizer | Non
 @contextlib.contextmanager
 def quiet_orbax():
     """Orbax's threads log and print tracebacks for failures the error we raise already names
-    (orbax-checkpoint 0.11–0.12): silence absl's logger and unraisable exceptions meanwhile."""
-    absl_logger, hook = logging.getLogger("absl"), sys.unraisablehook
-    level = absl_logger.level
-    absl_logger.setLevel(logging.CRITICAL)
+    (orbax-checkpoint 0.11–0.12): silence absl's and asyncio's loggers and unraisable
+    exceptions meanwhile."""
+    loggers, hook = [logging.getLogger(name) for name in ("absl", "asyncio")], sys.unraisablehook
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
     sys.unraisablehook = lambda unraisable: None
     try:
         yield
     finally:
-        gc.collect()  # failed coroutines are reported when collected: collect them now
+        gc.collect()  # failed futures and coroutines are reported when collected: now
         sys.unraisablehook = hook
-        absl_logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def open_manager(path: pathlib.Path, best: bool = True, **options) -> ocp.CheckpointManager:
@@ -224,20 +228,32 @@ def open_manager(path: pathlib.Path, best: bool = True, **options) -> ocp.Checkp
 def write(manager: ocp.CheckpointManager, step: int, args, *, metrics: dict | None = None,
           force: bool = True) -> bool:
     """``manager.save`` with a full disk as one OSError that says whether an earlier version
-    is kept."""
+    is kept, and nothing of orbax's on the terminal."""
     path = pathlib.Path(manager.directory)
     try:
         with quiet_orbax():
             return manager.save(step, args=args, metrics=metrics, force=force)
     except (OSError, ValueError) as error:
+        with quiet_orbax(), contextlib.suppress(Exception):
+            manager.wait_until_finished()
+            for thread in threading.enumerate():  # the failed save's threads (orbax 0.11-0.12
+                if type(thread).__module__.startswith("orbax"):  # write its metadata after the
+                    thread.join(timeout=60)  # commit): done now, quietly, not at exit
         if getattr(error, "errno", None) != errno.ENOSPC and "RESOURCE_EXHAUSTED" not in str(error):
             raise
-        free = shutil.disk_usage(path).free / 2**20
-        kept = ("the previous version is kept" if manager.latest_step() is not None else
-                "nothing was saved before, and the folder holds no checkpoint; free some space "
-                "and run the same command again")
-        raise OSError(errno.ENOSPC, f"no space left to save the checkpoint at {str(path)!r}: "
-                      f"{free:,.1f} MiB free on its disk; {kept}.") from None
+    # Raised here, not in the handler: the error orbax raised (its traceback holds orbax's
+    # failed futures, which asyncio reports when they are collected) is then let go and
+    # collected now, quietly.
+    with quiet_orbax():
+        pass
+    free = shutil.disk_usage(path).free / 2**20
+    kept = ("the previous version is kept" if manager.latest_step() is not None else
+            "nothing was saved before, and the folder holds no checkpoint; free some space "
+            "and run the same command again")
+    full = OSError(f"no space left to save the checkpoint at {str(path)!r}: {free:,.1f} MiB "
+                   f"free on its disk; {kept}.")
+    full.errno = errno.ENOSPC
+    raise full
 
 
 def save_checkpoint(path: str | os.PathLike, model: SequenceModel,

@@ -49,7 +49,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from .checkpoint import (METADATA, UNFINISHED, check_checkpoint_path, metadata, open_manager,
-                         read, restore, save_args, write)
+                         quiet_orbax, read, restore, save_args, write)
 from .config import TrainConfig
 from .data import Dataset
 
@@ -346,7 +346,7 @@ class RunFolder:
         save (its first save failed) is removed again."""
         manager = self.manager
         if manager is not None:
-            with contextlib.suppress(Exception):
+            with quiet_orbax(), contextlib.suppress(Exception):
                 empty = manager.latest_step() is None
                 manager.close()
                 if self.created and empty:  # remove what this run made: nothing else is there

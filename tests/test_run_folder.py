@@ -102,7 +102,8 @@ def test_signals_while_the_first_update_compiles_end_cleanly(tmp_path):
         assert "the training state is saved in" in last and versions(folder)
 
 
-def test_a_failed_first_save_leaves_no_folder_and_says_nothing_was_kept(tmp_path, monkeypatch):
+def test_a_failed_first_save_leaves_no_folder_and_says_nothing_was_kept(tmp_path, monkeypatch,
+                                                                         capfd):
     real = checkpoint.ocp.StandardCheckpointHandler.async_save
 
     async def full(self, directory, *args, **kwargs):
@@ -114,6 +115,7 @@ def test_a_failed_first_save_leaves_no_folder_and_says_nothing_was_kept(tmp_path
                                       "checkpoint; free some space and run the same command"):
         fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)
     assert not folder.exists()
+    assert "Traceback" not in "".join(capfd.readouterr())  # orbax's threads stay quiet
     monkeypatch.setattr(checkpoint.ocp.StandardCheckpointHandler, "async_save", real)
     fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)  # the same call, once there is space
     assert versions(folder)
@@ -193,3 +195,27 @@ def test_a_run_folder_of_the_earlier_format_is_refused_with_what_to_do(tmp_path)
     with pytest.raises(ValueError, match=r"holds a run of an earlier annotated_ssm .* loads with "
                                          r"load_model\('.*old/best'\)"):
         fit(model_of("s4d"), DATA, CONFIG, checkpoint=tmp_path / "old", resume_from=tmp_path / "old")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB file system (tmpfs), too small for one save; skipped where mounting is not
+    allowed."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_a_full_disk_at_the_first_save_is_one_line_and_the_command_can_run_again(tiny_disk):
+    folder = tiny_disk / "run"
+    process = start([*SMALL, "--checkpoint", str(folder)], pause=0)
+    out, err = process.communicate(timeout=240)
+    assert process.returncode == 1 and err.count("\n") == 1, err[-3000:]  # no orbax traceback
+    assert err.startswith(f"error: no space left to save the checkpoint at {str(folder)!r}")
+    assert "nothing was saved before" in err and "run the same command again" in err
+    assert not folder.exists()  # as before the command: the same command may run again
