@@ -195,21 +195,34 @@ def save_args(values: dict, model: SequenceModel, optimizer: nnx.Optimizer | Non
 
 # --- Orbax's manager ------------------------------------------------------------------------
 
+class _OrbaxLeftovers(logging.Filter):
+    """Drops asyncio's report of an orbax future whose exception nobody retrieved: after a
+    failed save (a full disk) orbax leaves such futures, reported whenever they happen to be
+    collected — at exit, say — after the one-line error that already said what failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("never retrieved" in message and "orbax" in message)
+
+
+logging.getLogger("asyncio").addFilter(_OrbaxLeftovers())
+
+
 @contextlib.contextmanager
 def quiet_orbax():
     """Orbax's threads log and print tracebacks for failures the error we raise already names
-    (orbax-checkpoint 0.11–0.12): silence absl's and asyncio's loggers and unraisable
-    exceptions meanwhile."""
+    (orbax-checkpoint 0.11–0.12): silence absl's and asyncio's loggers, unraisable exceptions
+    and exceptions ending a thread meanwhile."""
     loggers, hook = [logging.getLogger(name) for name in ("absl", "asyncio")], sys.unraisablehook
-    levels = [logger.level for logger in loggers]
+    levels, thread_hook = [logger.level for logger in loggers], threading.excepthook
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
-    sys.unraisablehook = lambda unraisable: None
+    sys.unraisablehook = threading.excepthook = lambda unraisable: None
     try:
         yield
     finally:
         gc.collect()  # failed futures and coroutines are reported when collected: now
-        sys.unraisablehook = hook
+        sys.unraisablehook, threading.excepthook = hook, thread_hook
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
 
