@@ -49,9 +49,10 @@ def make(name, **kwargs):
 
 
 def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part appears in the message, in this order.
-    A string part is matched as written; anything else as its repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + ".*".join(re.escape(p if isinstance(p, str) else repr(p)) for p in parts)
+    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
+    value) appears somewhere in the message; a string part as written, anything else as its
+    repr (``1e-50``, ``(3,)``)."""
+    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def test_registered_layers_are_found_by_name():

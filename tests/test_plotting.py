@@ -7,8 +7,6 @@ text of every figure (titles, labels, tick labels, legends, annotations) must me
 ``plotting.MIN_TEXT_PX`` (9) CSS px in the phone's column.
 """
 
-import inspect
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -185,14 +183,6 @@ def test_the_style_follows_its_rule():
     sizes = {key: value for key, value in plotting.PAGE_STYLE.items() if "size" in key and "fig" not in key}
     assert min(sizes.values()) >= plotting.MIN_FONT_PT, sizes
     assert BOOK_STYLE["figure.figsize"][0] == plotting.PAGE_WIDTH
-
-
-def test_no_small_font_is_hard_coded():
-    """Font sizes come from the style: no figure function of the book wing passes its own."""
-    from annotated_ssm.book import explorer_figures
-
-    for module in (plotting, explorer_figures):
-        assert "fontsize=" not in inspect.getsource(module), module.__name__
 
 
 def test_page_style_does_not_leak():
