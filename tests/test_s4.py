@@ -228,15 +228,15 @@ def test_layer_float64_matches_dense_reference(L):
 
 @pytest.mark.parametrize("step", [1e-3, 1e-2, 1e-1])
 def test_kernel_is_independent_of_the_call_length(step):
-    """The first L taps of the kernel at 2L (and 4L) equal the kernel at L, below and above the
+    """The first L taps of the kernel at 2L equal the kernel at L, below and above the
     reference length L₀ = 1024. Were C̃ re-read as C (I - Ā^L) at each length, the first 1,024
-    taps at 2,048 would differ by 6.9 % at Δ = 1e-3 (3.8e-5 at 1e-2)."""
+    taps at 2,048 would differ by 6.9 % at Δ = 1e-3 (3.8e-5 at 1e-2). (Several doublings past
+    L₀, against a dense float64 reference: test_layer_float64_matches_dense_reference.)"""
     layer = S4Layer(4, 64, step_min=step, step_max=step, rngs=nnx.Rngs(0))
     with jax.enable_x64(True):
-        kernels = {L: np.asarray(layer.kernel(L, dtype=jnp.float64)) for L in (512, 1024, 2048, 4096)}
-    for L in (512, 1024, 2048):
+        kernels = {L: np.asarray(layer.kernel(L, dtype=jnp.float64)) for L in (512, 1024, 2048)}
+    for L in (512, 1024):
         assert relative_error(kernels[2 * L][..., :L], kernels[L]) < 1e-10
-    assert relative_error(kernels[4096][..., :1024], kernels[1024]) < 1e-10
     assert relative_error(layer.kernel(2048)[..., :1024], layer.kernel(1024)) < 1e-5  # float32
 
 
