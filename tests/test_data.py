@@ -7,7 +7,6 @@ import gzip
 import hashlib
 import io
 import random
-import re
 import socket
 import sys
 import tarfile
@@ -16,16 +15,11 @@ import numpy as np
 import pooch
 import pytest
 import requests
+from reference import message
 
 from annotated_ssm import data
 from annotated_ssm.data import batches, load_dataset, read_cifar_binary, read_idx, validation_split
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 @pytest.fixture

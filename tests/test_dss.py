@@ -5,14 +5,12 @@ The reference for both kernels is the ZOH discretisation of the diagonal system
 kernel is Proposition 1(a). Proposition 1(b) is the same kernel with ``w = w̃ (e^{λLΔ} - 1)``.
 """
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import direct_causal_conv, relative_error
+from reference import direct_causal_conv, message, relative_error
 
 from annotated_ssm import hippo, kernels
 from annotated_ssm.initialization import diagonal_init
@@ -33,12 +31,6 @@ def reference_kernel(Lambda, W, step, L, variant):
     w_tilde = W if variant == "exp" else W / (np.exp(Lambda * L * dt) - 1)
     return 2 * naive_kernel(A_bar, B_bar, w_tilde, L).real
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def per_channel_error(actual, expected):

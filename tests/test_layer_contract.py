@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import relative_error
+from reference import message, relative_error
 
 from annotated_ssm.layers import LAYERS, SSMLayer, SSMParam, base, get_layer
 from annotated_ssm.scan import linear_recurrence
@@ -47,12 +47,6 @@ def make(name, **kwargs):
     options.update(kwargs)
     return CLASSES[name](**options)
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def test_registered_layers_are_found_by_name():

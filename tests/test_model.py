@@ -1,15 +1,13 @@
 """Models: shapes of every variant with every layer, causality, the recurrent form and
 generation against the full-sequence (convolution / scan) form, and input errors."""
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
-from reference import relative_error
+from reference import message, relative_error
 
 from annotated_ssm.layers import LAYERS
 from annotated_ssm.model import CausalSequenceModel, ResidualBlock, SequenceClassifier
@@ -23,12 +21,6 @@ SMALL = dict(d_model=8, n_layers=2, state_size=4)
 def inputs(shape, seed=1):
     return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 @pytest.mark.parametrize("layer,pooling,bidirectional",

@@ -4,14 +4,12 @@ Every fast result is compared with a float64 reference: the naive kernel C Ä€^â„
 dense bilinear discretisation, direct convolution, or central finite differences.
 """
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import direct_causal_conv, discretize_dense, relative_error
+from reference import direct_causal_conv, discretize_dense, message, relative_error
 
 from annotated_ssm.hippo import dplr_legs, legs
 from annotated_ssm.kernels import cauchy, naive_kernel, s4_kernel
@@ -50,12 +48,6 @@ def random_dplr(rng, M, batch=()):
     Lambda = -np.exp(rng.normal(size=shape)) + 1j * 10 * rng.normal(size=shape)
     return Lambda, cn(), cn(), cn()
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def as32(*arrays):

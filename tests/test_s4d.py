@@ -1,24 +1,16 @@
 """S4D: the Vandermonde kernel (annotated_ssm.kernels) and the S4D layer (chapter 6)."""
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import direct_causal_conv, relative_error
+from reference import direct_causal_conv, message, relative_error
 
 from annotated_ssm import discretize, kernels
 from annotated_ssm.initialization import DIAGONAL_ABLATIONS, DIAGONAL_INITS, diagonal_init
 from annotated_ssm.layers.s4d import S4DLayer
 from annotated_ssm.model import CausalSequenceModel
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 # One step size per channel across the usual initialisation range [1e-3, 1e-1].

@@ -1,14 +1,12 @@
 """S5: initialisation, the layer against float64 references, recurrent mode, per-observation step sizes."""
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
 from flax import nnx
-from reference import discretize_dense, relative_error
+from reference import discretize_dense, message, relative_error
 
 from annotated_ssm.hippo import dplr_legs, normal_legs
 from annotated_ssm.initialization import block_hippo_n, s5_init
@@ -20,12 +18,6 @@ H = 3
 def make(P=8, J=2, **kwargs):
     return S5Layer(H, P, blocks=J, rngs=nnx.Rngs(0), **kwargs)
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def inputs(shape=(2, 40, H), seed=1):

@@ -4,24 +4,16 @@ The shared contract (shapes, dtypes, recurrence = scan, gradients against finite
 differences) is in test_layer_contract.py.
 """
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import relative_error
+from reference import message, relative_error
 
 from annotated_ssm.layers import S6Layer
 from annotated_ssm.book.compiled_memory import planned_temp_bytes
 
-
-def message(*parts) -> str:
-    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
-    value) appears somewhere in the message; a string part as written, anything else as its
-    repr (``1e-50``, ``(3,)``)."""
-    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def reference_s6(layer: S6Layer, u: np.ndarray) -> np.ndarray:
