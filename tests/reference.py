@@ -1,13 +1,32 @@
 """Plain float64 references the fast code is tested against: NumPy/SciPy only, no JAX,
-written for clarity, not speed."""
+written for clarity, not speed; and the tests' two shared measures: the relative error, and
+``message(...)``, what an error test asks of a message."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import scipy.linalg
 
-# The error measure of the tests is the book's (max |a - e| / max |e|, in float64).
-from annotated_ssm.book.display import relative_error  # noqa: F401
+
+def relative_error(actual, expected) -> float:
+    """max |actual - expected| / max |expected|, in float64 (the book's error measure, here
+    so that the numerics tests need no book extra). A NaN in ``actual`` gives NaN, which
+    fails every ``< tol``; an all-zero or non-finite ``expected`` is an error."""
+    actual = np.asarray(actual).astype(np.complex128 if np.iscomplexobj(actual) else np.float64)
+    expected = np.asarray(expected).astype(np.complex128 if np.iscomplexobj(expected) else np.float64)
+    scale = np.max(np.abs(expected))
+    if not np.isfinite(scale) or scale == 0:
+        raise ValueError(f"expected must be finite and not all zero; its largest entry is {scale}.")
+    return float(np.max(np.abs(actual - expected)) / scale)
+
+
+def message(*parts) -> str:
+    """A ``pytest.raises(match=...)`` pattern: each part (the argument's name, the offending
+    value) appears somewhere in the message, not the sentence around them. A string part is
+    matched as written, anything else as its repr (``1e-50``, ``(3,)``)."""
+    return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
 
 
 def discretize_dense(A, B, step, method):

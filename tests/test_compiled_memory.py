@@ -9,6 +9,7 @@ holding what the test says it does not.
 """
 
 import functools
+import re
 
 import pytest
 from flax import nnx
@@ -59,5 +60,5 @@ def test_plans_grow_linearly_with_the_length(layer_class):
 
 @pytest.mark.parametrize("shape", [(2, 0, 4), [2, 8, 4], (2, 8.0, 4)])
 def test_a_bad_shape_is_named(shape):
-    with pytest.raises(ValueError, match="shape must be a tuple of positive integers"):
+    with pytest.raises(ValueError, match=f"(?=.*shape)(?=.*{re.escape(repr(shape))})"):
         planned_temp_bytes(S4DLayer(4, 4, rngs=nnx.Rngs(0)), shape)

@@ -1,8 +1,14 @@
 """The layer contract (annotated_ssm/layers/base.py), checked for every layer in ``LAYERS``
-and for the skeleton layer written out in base.py's docstring.
+and for the skeleton layer written out in base.py's docstring: the one place for the checks
+every layer shares (shapes, transformations, recurrence = call, the dtype policy, the
+checks at the door and their messages, hostile inputs found by adversarial runs).
 
 A layer added to ``LAYERS`` is tested here automatically. Layer-specific correctness (the
-kernels against float64 references, the parameterisations) stays in test_<layer>.py.
+kernels against float64 references, the parameterisations, options other than the
+defaults) stays in test_<layer>.py.
+
+An error test asserts what a user needs from the message, the argument's name and the
+offending value (``message(...)``), not the sentence around them.
 """
 
 import re
@@ -12,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import relative_error
+from reference import message, relative_error
 
 from annotated_ssm.layers import LAYERS, SSMLayer, SSMParam, base, get_layer
 from annotated_ssm.scan import linear_recurrence
@@ -24,11 +30,11 @@ SKELETON = re.search(r"::\n\n(    class RealDiagonalLayer.*?)\n\n\S", base.__doc
 
 
 def skeleton_layer() -> type[SSMLayer]:
-    """The example layer of base.py's docstring, executed as written there."""
-    source = SKELETON
+    """The example layer of base.py's docstring, executed as written there (a reader who
+    copies it gets a layer that keeps the contract)."""
     namespace = {"SSMLayer": SSMLayer, "jax": jax, "jnp": jnp, "np": np, "nnx": nnx,
                  "linear_recurrence": linear_recurrence}
-    exec(compile("\n".join(line[4:] for line in source.splitlines()), "base.py docstring", "exec"), namespace)
+    exec(compile("\n".join(line[4:] for line in SKELETON.splitlines()), "base.py docstring", "exec"), namespace)
     return namespace["RealDiagonalLayer"]
 
 
@@ -42,13 +48,20 @@ def make(name, **kwargs):
     return CLASSES[name](**options)
 
 
-def test_skeleton_is_short_and_registered_layers_are_found_by_name():
-    assert len(SKELETON.splitlines()) <= 40
+
+def test_registered_layers_are_found_by_name():
     assert all(get_layer(name) is cls for name, cls in LAYERS.items())
+    with pytest.raises(ValueError, match=message("layer", "lstm")):
+        get_layer("lstm")
 
 
 def inputs(shape=(2, L, H), seed=1, dtype=jnp.float32):
     return jax.random.normal(jax.random.key(seed), shape, dtype)
+
+
+def step_sizes_for(shape, seed=9):
+    """Per-observation step sizes (0.5 to 2, in units of the training interval)."""
+    return jax.random.uniform(jax.random.key(seed), shape, minval=0.5, maxval=2.0)
 
 
 @pytest.fixture(params=NAMES)
@@ -67,6 +80,9 @@ def test_batched_and_single_sequences(name):
     assert relative_error(layer(u[1]), y[1]) < 1e-6
     # Not the identity or the skip term alone: the SSM part contributes.
     assert relative_error(y, layer.D[...] * u) > 1e-2
+    # Host float64 without x64 is computed and returned in float32 (the default float dtype).
+    y64 = layer(np.asarray(u, np.float64))
+    assert y64.dtype == jnp.float32 and relative_error(y64, y) < 1e-6
 
 
 def test_shared_parameters(name):
@@ -89,21 +105,33 @@ def test_jit_and_vmap_equal_eager(name):
     assert relative_error(nnx.jit(lambda m, x: m(x))(layer, u), eager) < 1e-6
     per_sequence = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0))(layer, u)
     assert relative_error(per_sequence, eager) < 1e-6
+    if layer.takes_step_sizes:  # and with a step size per observation
+        s = step_sizes_for(u.shape[:-1])
+        eager = layer(u, step_sizes=s)
+        assert relative_error(nnx.jit(lambda m, x, s: m(x, step_sizes=s))(layer, u, s), eager) < 1e-6
+        per_sequence = nnx.vmap(lambda m, x, s: m(x, step_sizes=s), in_axes=(None, 0, 0))(layer, u, s)
+        assert relative_error(per_sequence, eager) < 1e-6
 
 
 def test_gradients_match_finite_differences_float64(name):
     """Every parameter gets a gradient, and the directional derivative wrt all parameters and
     the input matches central differences, in float64 (x64). Bidirectional, so that the
-    backward parameters are included."""
+    backward parameters are included; a layer that takes step sizes is differentiated with
+    and without them (two code paths, one loss)."""
     with jax.enable_x64(True):
         layer = make(name, bidirectional=True)
         graphdef, params = nnx.split(layer)
         params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params)
         u = np.asarray(inputs((2, 20, H)), np.float64)
+        s = np.asarray(step_sizes_for((2, 20)), np.float64) if layer.takes_step_sizes else None
 
         @jax.jit
         def loss(params, u):
-            return jnp.mean(jnp.sin(nnx.merge(graphdef, params)(u)))
+            model = nnx.merge(graphdef, params)
+            value = jnp.mean(jnp.sin(model(u)))
+            if s is not None:
+                value = value + jnp.mean(jnp.sin(model(u, step_sizes=s)))
+            return value
 
         keys = iter(jax.random.split(jax.random.key(2), 100))
         dp = jax.tree.map(lambda x: jax.random.normal(next(keys), x.shape, jnp.float64), params)
@@ -124,18 +152,21 @@ def test_gradients_match_finite_differences_float64(name):
 
 def test_recurrent_equals_call_float32(name):
     layer = make(name)
-    u = inputs((2, 100, H))
+    u = inputs()  # the shapes of the other tests: their compiled call is reused
     y = layer(u)
     r = layer.recurrent(u)
     assert r.shape == y.shape and r.dtype == jnp.float32
     assert relative_error(r, y) < 1e-5
     assert relative_error(layer.recurrent(u[0]), y[0]) < 1e-5
+    if layer.takes_step_sizes:  # irregular sampling: one step size per observation
+        s = step_sizes_for(u.shape[:-1])
+        assert relative_error(layer.recurrent(u, step_sizes=s), layer(u, step_sizes=s)) < 1e-5
 
 
 def test_recurrent_equals_call_under_x64(name):
     with jax.enable_x64(True):
         layer = make(name)
-        u = np.asarray(inputs((2, 100, H)), np.float64)
+        u = np.asarray(inputs(), np.float64)
         y = layer(u)
         r = layer.recurrent(u)
         assert y.dtype == jnp.float64 and r.dtype == jnp.float64
@@ -146,18 +177,47 @@ def test_recurrent_equals_call_under_x64(name):
         assert jax.tree.leaves(state)[0].dtype in (jnp.float64, jnp.complex128)
 
 
+def test_recurrent_equals_call_at_small_step_sizes(name):
+    """At small Δ, Ā = I + (a small increment): S4's float32 recurrence, written as
+    A1 (A0 x) and I - Ā^L, drifted from its convolution by up to 1.9e-3 at Δ = 1e-5, L = 16,
+    N = 64 (S4 now forms Ā - I directly). Also under jit, and its gradient is finite."""
+    u = inputs((2, 16, H), seed=3)
+    for step in (1e-4, 1e-5):
+        layer = make(name, state_size=64, step_min=step, step_max=step)
+        y = layer(u)
+        assert relative_error(layer.recurrent(u), y) < 1e-5, step
+
+    def loss(m, x):
+        r = m.recurrent(x)
+        return jnp.sum(r**2), r
+
+    (_, r), grads = nnx.jit(nnx.value_and_grad(loss, has_aux=True))(layer, u)  # one compilation
+    assert relative_error(r, y) < 1e-5
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree.leaves(nnx.state(grads)))
+
+
 def test_step_by_step_equals_call(name):
+    """step() with the system of discrete_system(L), and without one (the unbounded system,
+    for generating past any length; a layer that needs L refuses it in both places)."""
     layer = make(name)
-    u = inputs((2, 30, H))
+    u = inputs()
     y = layer(u)
-    system = layer.discrete_system(30)
-    state = layer.init_state((2,))
     step = nnx.jit(lambda m, state, u_t, system: m.step(state, u_t, system))
-    outputs = []
-    for t in range(30):
-        state, y_t = step(layer, state, u[:, t], system)
-        outputs.append(y_t)
-    assert relative_error(jnp.stack(outputs, axis=1), y) < 1e-5
+    try:
+        unbounded = layer.discrete_system(None)
+    except ValueError as error:
+        assert re.search(message("length"), str(error)), error
+        with pytest.raises(ValueError, match=message("length")):
+            layer.step(layer.init_state((2,)), u[:, 0])
+        unbounded = None
+    systems = [layer.discrete_system(L)] + ([None] if unbounded is not None else [])
+    for system in systems:
+        state = layer.init_state((2,))
+        outputs = []
+        for t in range(L):
+            state, y_t = step(layer, state, u[:, t], system)
+            outputs.append(y_t)
+        assert relative_error(jnp.stack(outputs, axis=1), y) < 1e-5, system is None
 
 
 def test_init_state_batch_shapes(name):
@@ -167,7 +227,7 @@ def test_init_state_batch_shapes(name):
     assert as_int.shape == as_tuple.shape and as_int.shape[0] == 5
     assert jax.tree.leaves(layer.init_state())[0].shape == as_tuple.shape[1:]
     for bad in ("a", (-1,), (2.5,), None):
-        with pytest.raises(ValueError, match="batch_shape"):
+        with pytest.raises(ValueError, match=message("batch_shape", bad)):
             layer.init_state(bad)
 
 
@@ -190,21 +250,21 @@ def test_causal_layer_is_causal_bidirectional_is_not(name):
 def test_bidirectional_layer_has_no_recurrence(name):
     layer = make(name, bidirectional=True)
     u = inputs()
-    with pytest.raises(ValueError, match="discrete_system needs a causal layer.*bidirectional=True"):
+    with pytest.raises(ValueError, match=message("discrete_system", "bidirectional=True")):
         layer.discrete_system(L)
-    with pytest.raises(ValueError, match="init_state needs a causal layer"):
+    with pytest.raises(ValueError, match=message("init_state", "bidirectional=True")):
         layer.init_state((2,))
     causal_state = make(name).init_state((2,))
-    with pytest.raises(ValueError, match="step needs a causal layer"):
+    with pytest.raises(ValueError, match=message("step", "bidirectional=True")):
         layer.step(causal_state, u[:, 0])
-    with pytest.raises(ValueError, match="recurrent needs a causal layer"):
+    with pytest.raises(ValueError, match=message("recurrent", "bidirectional=True")):
         layer.recurrent(u)
 
 
 # --- dtypes ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [jnp.int32, jnp.int8, jnp.bool_])
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.bool_])
 def test_integer_and_bool_inputs_are_computed_in_floating_point(name, dtype):
     layer = make(name)
     u = jnp.asarray(np.array([1, 2, 3, 0, 1, 1, 1, 1]) % (2 if dtype == jnp.bool_ else 4))
@@ -279,33 +339,67 @@ def test_dtype_arguments_follow_the_dtype_policy(name):
         leaves = jax.tree.leaves(layer.init_state(2)) + jax.tree.leaves(layer.discrete_system(L))
         assert any(x.dtype in (jnp.float64, jnp.complex128) for x in leaves)
         assert not any(x.dtype in (jnp.float32, jnp.complex64) for x in leaves)
+    # complex64 names a state's dtype directly, for a layer whose state is complex.
+    if any(jnp.iscomplexobj(x) for x in jax.tree.leaves(layer.init_state())):
+        state = layer.init_state(2, dtype=jnp.complex64)
+        expected = layer.init_state(2, dtype=jnp.float32)
+        assert [x.dtype for x in jax.tree.leaves(state)] == [x.dtype for x in jax.tree.leaves(expected)]
+    else:
+        with pytest.raises(ValueError, match=message("dtype", "complex64")):
+            layer.init_state(2, dtype=jnp.complex64)
+
+
+@pytest.mark.parametrize(("dtype", "spelled"), [("int32", "int32"), (bool, "bool"), ("uint8", "uint8"),
+                                                ("foo", "foo"), (jnp.complex64, "complex64")])
+def test_dtype_arguments_must_be_floating(name, dtype, spelled):
+    """An integer dtype truncated S6's A = -(1, 2, 3, 4) to -(1, 1, e, e) and step() went on
+    with it; the other layers raised a JAX TypeError from deep inside."""
+    layer = make(name)
+    with pytest.raises(ValueError, match=message("dtype", spelled)):
+        layer.discrete_system(6, dtype=dtype)
+    if spelled != "complex64":  # allowed for complex states (above)
+        with pytest.raises(ValueError, match=message("dtype", spelled)):
+            layer.init_state(2, dtype=dtype)
+    if isinstance(layer, base.ConvolutionalSSMLayer):
+        with pytest.raises(ValueError, match=message("dtype", spelled)):
+            layer.kernel(6, dtype=dtype)
 
 
 def test_complex_input_is_rejected(name):
     layer = make(name)
     u = inputs().astype(jnp.complex64)
-    with pytest.raises(ValueError, match=r"u must be real .*got dtype complex64"):
+    with pytest.raises(ValueError, match=message("u", "complex64")):
         layer(u)
-    with pytest.raises(ValueError, match="u must be real"):
+    with pytest.raises(ValueError, match=message("u", "complex64")):
         layer.recurrent(u)
 
 
 # --- non-finite input --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_non_finite_input_is_rejected_with_its_position(name, bad):
+@pytest.mark.parametrize(("bad", "spelled"), [(np.nan, "nan"), (np.inf, "inf"), (1e39, "1e+39")])
+def test_non_finite_input_is_rejected_with_its_position(name, bad, spelled):
+    """A NaN or inf is named with its first position: in a jax.Array (checked on its device)
+    and in host float64 input, checked after the cast to the float32 it is computed in
+    (1e39, finite in float64, is inf there)."""
     layer = make(name)
     u = inputs()
-    u = u.at[1, 7, 2].set(bad).at[1, 9, 0].set(bad)
-    with pytest.raises(ValueError, match=r"u must be finite; got .* at \(batch 1, time 7, channel 2\), the first of 2"):
+    if bad == 1e39:  # host input
+        u = np.asarray(u, np.float64)
+        u[1, 7, 2] = u[1, 9, 0] = bad
+    else:  # a jax.Array
+        u = u.at[1, 7, 2].set(bad).at[1, 9, 0].set(bad)
+    with pytest.raises(ValueError, match=message("u", spelled, "batch 1, time 7, channel 2")):
         layer(u)
-    with pytest.raises(ValueError, match=r"\(time 7, channel 2\)"):
+    with pytest.raises(ValueError, match=message("u", spelled, "time 7, channel 2")):
         layer(u[1])
-    with pytest.raises(ValueError, match=r"\(batch 1, time 7, channel 2\)"):
+    with pytest.raises(ValueError, match=message("u", spelled, "batch 1, time 7, channel 2")):
         layer.recurrent(u)
-    with pytest.raises(ValueError, match=r"u_t must be finite; got .* at \(batch 1, channel 2\)"):
+    with pytest.raises(ValueError, match=message("u_t", spelled, "batch 1, channel 2")):
         layer.step(layer.init_state((2,)), u[:, 7], layer.discrete_system(L))
+    if bad == 1e39:  # under x64 the same input is computed in float64, where it is finite
+        with jax.enable_x64(True):
+            assert np.all(np.isfinite(np.asarray(layer(u))))
 
 
 def test_non_finite_input_under_jit_is_not_checked(name):
@@ -317,48 +411,169 @@ def test_non_finite_input_under_jit_is_not_checked(name):
     assert np.all(np.isfinite(np.asarray(y[1])))  # the other sequence is untouched
 
 
+# --- step(): the state and the system must be this layer's ---------------------------------------
+
+
+def test_step_refuses_a_state_for_another_batch_shape(name):
+    layer = make(name)
+    system = layer.discrete_system(L)
+    u_t = jnp.zeros((2, H))
+    with pytest.raises(ValueError, match=message("state", "(2,)", "(3,)")):
+        layer.step(layer.init_state(3), u_t, system)  # was: TypeError from broadcasting
+    with pytest.raises(ValueError, match=message("state", "(2,)", "()")):
+        layer.step(layer.init_state(), u_t, system)  # was: silently broadcast
+    with pytest.raises(ValueError, match=message("state", "NoneType")):
+        layer.step(None, u_t, system)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_step_refuses_a_non_finite_state(name, bad):
+    layer = make(name)
+    system = layer.discrete_system(L)
+    state = layer.init_state(2)
+    poisoned = jax.tree.map(lambda x: x.at[(1,) + (0,) * (x.ndim - 1)].set(bad) if x.ndim else x, state)
+    u_t = jnp.ones((2, H))
+    with pytest.raises(ValueError, match=message("state", "finite", "1 non-finite")):
+        layer.step(poisoned, u_t, system)
+    single = jax.tree.map(lambda x: x[1] if x.ndim else x, poisoned)  # one sequence, no batch axis
+    with pytest.raises(ValueError, match=message("state", "finite")):
+        layer.step(single, u_t[1], system)
+    # Under jit the state is a tracer: nothing to look at, as for u (documented).
+    _, y = nnx.jit(lambda m, s, u, system: m.step(s, u, system))(layer, poisoned, u_t, system)
+    assert not np.all(np.isfinite(np.asarray(y[1]))) and np.all(np.isfinite(np.asarray(y[0])))
+
+
+def test_step_refuses_a_state_of_another_dtype(name):
+    layer = make(name)
+    system = layer.discrete_system(L)
+    state = layer.init_state(2)
+    as_int = jax.tree.map(lambda x: x.real.astype(jnp.int32), state)
+    with pytest.raises(ValueError, match=message("state", "int32")):
+        layer.step(as_int, jnp.ones((2, H)), system)
+    with jax.enable_x64(True):  # float32 and float64 states both pass there (the step promotes)
+        for dtype in (jnp.float32, jnp.float64):
+            new_state, y = layer.step(layer.init_state(2, dtype=dtype), np.ones((2, H)), system)
+            assert y.dtype == jnp.float64
+
+
+def test_step_refuses_a_system_that_is_not_this_layers(name):
+    layer = make(name)
+    state, u_t = layer.init_state(2), jnp.ones((2, H))
+    with pytest.raises(TypeError, match=message("system", "tuple", "(1, 2)")):
+        layer.step(state, u_t, (1, 2))
+    wider = make(name, d_model=H + 2)
+    with pytest.raises(ValueError, match=message("system", f"d_model={H}", f"{H + 2}")):
+        layer.step(state, u_t, wider.discrete_system(L))
+    other = NAMES[(NAMES.index(name) + 1) % len(NAMES)]
+    with pytest.raises((TypeError, ValueError), match=message("system")):
+        layer.step(state, u_t, make(other).discrete_system(L))
+
+
+# --- step sizes per observation ------------------------------------------------------------------
+
+
+def test_step_sizes_are_checked_after_the_cast(name):
+    """S5 checked step sizes before the cast: 1e39 (finite in float64) is inf in float32,
+    and the layer returned NaN. The time-invariant layers refuse step sizes altogether."""
+    layer = make(name)
+    u = inputs()
+    if not layer.takes_step_sizes:
+        with pytest.raises(ValueError, match=message("step_sizes", type(layer).__name__)):
+            layer(u, step_sizes=np.ones(L))
+        return
+    huge = np.ones(L)
+    huge[7] = 1e39
+    with pytest.raises(ValueError, match=message("step_sizes", "1e+39", "(7,)")):
+        layer(u, step_sizes=huge)
+    with pytest.raises(ValueError, match=message("step_sizes", "1e+39", "(7,)")):
+        layer.recurrent(u, step_sizes=huge)
+    tiny = np.ones((2, L))
+    tiny[1, 7] = 1e-50
+    with pytest.raises(ValueError, match=message("step_sizes", "1e-50", "(1, 7)")):
+        layer(u, step_sizes=tiny)
+    for bad, spelled in ((0.0, "0.0"), (-1.0, "-1.0"), (np.nan, "nan")):
+        with pytest.raises(ValueError, match=message("step_sizes", spelled)):
+            layer(u, step_sizes=np.full(L, bad))
+    with pytest.raises(ValueError, match=message("step_sizes", "1e+39")):
+        layer.discrete_system(step_sizes=1e39)
+    with pytest.raises(ValueError, match=message("step_sizes", "(4,)")):
+        layer.discrete_system(L, step_sizes=np.ones(4))  # a scalar there
+    for shape in [(L - 1,), (3, L)]:
+        with pytest.raises(ValueError, match=message("step_sizes", shape)):
+            layer(u, step_sizes=np.ones(shape))
+    with pytest.raises(ValueError, match=message("step_sizes", (2, L))):
+        layer(u[0], step_sizes=np.ones((2, L)))
+    with jax.enable_x64(True):  # a float64 device array, cast to u's float32 on its device
+        with pytest.raises(ValueError, match=message("step_sizes", "1e+39", "(7,)")):
+            layer(u, step_sizes=jnp.asarray(huge, jnp.float64))
+        # In float64 the same step sizes are finite and accepted.
+        assert layer(np.asarray(u, np.float64), step_sizes=np.full(L, 1e3)).dtype == jnp.float64
+    # The largest step size finite in float32 is accepted.
+    assert np.all(np.isfinite(np.asarray(layer(u, step_sizes=np.full(L, 1e3)))))
+
+
 # --- bad arguments -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("length", [0, -3, 2.5, True, "8"])
 def test_bad_lengths(name, length):
-    with pytest.raises(ValueError, match=r"length must be an integer >= 1"):
-        make(name).discrete_system(length)
+    layer = make(name)
+    with pytest.raises(ValueError, match=message("length", length)):
+        layer.discrete_system(length)
+    if isinstance(layer, base.ConvolutionalSSMLayer):
+        with pytest.raises(ValueError, match=message("length", length)):
+            layer.kernel(length)
 
 
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [
-        ("bidirectional", "no"),
-        ("bidirectional", 1),
-        ("bidirectional", None),
-        ("d_model", 0),
-        ("d_model", 2.5),
-        ("d_model", "3"),
-        ("state_size", 0),
-        ("state_size", -8),
-        ("state_size", 8.0),
-        ("step_min", 0.0),
-        ("step_min", -1e-3),
-        ("step_min", 0.5),  # > step_max
-        ("step_max", np.inf),
-        ("step_max", np.nan),
-        ("step_max", "0.1"),
-    ],
-)
+BAD_CONSTRUCTOR_ARGUMENTS = [
+    ("bidirectional", "no"),
+    ("bidirectional", 1),
+    ("bidirectional", None),
+    ("d_model", 0),
+    ("d_model", 2.5),
+    ("d_model", "3"),
+    ("d_model", True),
+    ("state_size", 0),
+    ("state_size", -8),
+    ("state_size", 8.0),
+    ("step_min", 0.0),
+    ("step_min", -1e-3),
+    ("step_min", 0.5),  # > step_max
+    ("step_max", np.inf),
+    ("step_max", np.nan),
+    ("step_max", "0.1"),
+    # Range checks in float32, where log Δ is computed:
+    ("step_min", 1e-50),  # 0 in float32 (was: a NaN log step size)
+    ("step_max", 1e39),  # inf in float32 (was: a NaN log step size)
+    ("step_min", 1e-40),  # subnormal in float32 (2/Δ overflowed in S4)
+]
+
+
+@pytest.mark.parametrize(("option", "value"), BAD_CONSTRUCTOR_ARGUMENTS)
 def test_bad_constructor_arguments(name, option, value):
-    with pytest.raises(ValueError, match=option):
+    with pytest.raises(ValueError, match=message(option, value)):
         make(name, **{option: value})
+
+
+def test_constructor_argument_extremes(name):
+    """The extreme step sizes that are allowed give a finite log Δ; rngs must be an nnx.Rngs
+    (was: "'int' object has no attribute 'params'")."""
+    tiny, huge = float(np.finfo(np.float32).tiny), 1e38
+    layer = make(name, step_min=tiny, step_max=huge)
+    assert np.all(np.isfinite(np.asarray(layer.log_step_size[...])))
+    for rngs, spelled in ((0, "int"), (None, "None"), (jax.random.key(0), "key")):
+        with pytest.raises(TypeError, match=message("rngs", spelled)):
+            make(name, rngs=rngs)
 
 
 def test_bad_input_shapes(name):
     layer = make(name)
-    with pytest.raises(ValueError, match=r"u must have 3 channels on its last axis"):
+    with pytest.raises(ValueError, match=message("u", f"{H} channels", (L, H + 1))):
         layer(jnp.zeros((L, H + 1)))
     for shape in [(L,), (1, 2, L, H)]:
-        with pytest.raises(ValueError, match=r"u must have 2 or 3 dimensions"):
+        with pytest.raises(ValueError, match=message("u", "dimensions", shape)):
             layer(jnp.zeros(shape))
-    with pytest.raises(ValueError, match=r"u must have length L >= 1"):
+    with pytest.raises(ValueError, match=message("u", "length", (2, 0, H))):
         layer(jnp.zeros((2, 0, H)))
-    with pytest.raises(ValueError, match=r"u_t must have shape \(\.\.\., 3\)"):
+    with pytest.raises(ValueError, match=message("u_t", (H + 1,))):
         layer.step(layer.init_state(), jnp.zeros(H + 1), layer.discrete_system(L))

@@ -1,15 +1,15 @@
 """Models: shapes of every variant with every layer, causality, the recurrent form and
 generation against the full-sequence (convolution / scan) form, and input errors."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
+from reference import message, relative_error
+
 from annotated_ssm.layers import LAYERS
-from reference import relative_error
 from annotated_ssm.model import CausalSequenceModel, ResidualBlock, SequenceClassifier
 
 
@@ -22,9 +22,11 @@ def inputs(shape, seed=1):
     return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
 
 
-@layer_names
-@pytest.mark.parametrize("pooling,bidirectional", [("mean", True), ("last", False)])
+
+@pytest.mark.parametrize("layer,pooling,bidirectional",
+                         [(name, "mean", True) for name in LAYERS] + [("s4d", "last", False)])
 def test_classifier_shapes(layer, pooling, bidirectional):
+    """Every layer in the model; the other pooling is the model's own code (one layer)."""
     model = SequenceClassifier(layer, 3, 5, pooling=pooling, bidirectional=bidirectional, rngs=nnx.Rngs(0), **SMALL)
     x = inputs((4, 12, 3))
     logits = model(x)
@@ -34,8 +36,10 @@ def test_classifier_shapes(layer, pooling, bidirectional):
     np.testing.assert_allclose(model(x[1]), logits[1], rtol=1e-5, atol=1e-6)
 
 
-@layer_names
-def test_bidirectional_classifier_sees_the_future_causal_one_does_not(layer):
+def test_bidirectional_classifier_sees_the_future_causal_one_does_not():
+    """The model's own wiring (encoder, norms, mixing act per time step); each layer's
+    causality is checked in test_layer_contract.py."""
+    layer = "s4d"
     x = inputs((2, 10, 1))
     x_changed = x.at[:, 5:].add(1.0)
     for bidirectional in (False, True):
@@ -50,13 +54,10 @@ def test_bidirectional_classifier_sees_the_future_causal_one_does_not(layer):
 
 
 @layer_names
-@pytest.mark.parametrize("norm,glu", [("layer", True), ("batch", False)])
-def test_causal_model_recurrent_equals_full_sequence(layer, norm, glu):
-    model = CausalSequenceModel(layer, 2, 3, norm=norm, glu=glu, rngs=nnx.Rngs(0), **SMALL)
+def test_causal_model_recurrent_equals_full_sequence(layer):
+    """Layer norm and GLU; BatchNorm without GLU: test_batch_norm_model_steps_and_generates."""
+    model = CausalSequenceModel(layer, 2, 3, norm="layer", glu=True, rngs=nnx.Rngs(0), **SMALL)
     x = inputs((3, 16, 2))
-    if norm == "batch":  # give the running statistics non-trivial values, then freeze them
-        model.train()
-        model(x)
     model.eval()
     y = model(x)
     assert y.shape == (3, 16, 3)
@@ -83,6 +84,27 @@ def test_generation_reproduces_full_sequence_output(layer):
 
 
 @layer_names
+def test_batch_norm_model_steps_and_generates_in_train_mode(layer):
+    """A fresh model is in train mode; its recurrence must not raise Flax's TraceContextError
+    (BatchNorm updating its statistics, dropout drawing keys, inside a scan). The recurrence
+    is inference: running statistics, no dropout, in either mode, and it changes nothing."""
+    model = CausalSequenceModel(layer, 1, 1, norm="batch", glu=False, dropout=0.2, rngs=nnx.Rngs(0), **SMALL)
+    x = inputs((2, 12, 1), seed=2)
+    model(x)  # in train mode: BatchNorm's running statistics move away from their start
+    variables = (nnx.Param, nnx.BatchStat, nnx.RngCount)  # weights, statistics, dropout's counts
+    before = jax.tree.map(np.asarray, nnx.state(model, variables))
+    y_rec = model.recurrent(x)
+    y_gen = model.generate(x[:, :5], 4)
+    assert y_rec.shape == (2, 12, 1) and y_gen.shape == (2, 8, 1)
+    after = jax.tree.map(np.asarray, nnx.state(model, variables))
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)))
+    model.eval()  # eval mode: the full-sequence call uses the same statistics
+    assert relative_error(y_rec, model(x)) < 1e-5
+    assert relative_error(model.recurrent(x), y_rec) < 1e-6
+    assert relative_error(model.generate(x[:, :5], 4), y_gen) < 1e-6
+
+
+@layer_names
 def test_residual_block_is_identity_plus_update(layer):
     block = ResidualBlock(layer, 8, 4, rngs=nnx.Rngs(0))
     x = inputs((2, 7, 8))
@@ -104,30 +126,38 @@ def test_dropout_only_in_training_mode():
     assert float(jnp.max(jnp.abs(model(x) - model(x)))) > 1e-4
 
 
-def test_errors_name_the_argument_and_the_allowed_values():
+def test_errors_name_the_argument_and_the_value():
     layer = "s4d"
-    with pytest.raises(ValueError, match="layer 'lstm'.*'s4'.*'dss'.*'s4d'.*'s5'"):
+    with pytest.raises(ValueError, match=message("layer", "lstm")):
         SequenceClassifier("lstm", 1, 10, rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match="pooling 'max'.*'mean'.*'last'"):
+    with pytest.raises(ValueError, match=message("pooling", "max")):
         SequenceClassifier(layer, 1, 10, pooling="max", rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match="norm 'group'.*'layer'.*'batch'"):
+    with pytest.raises(ValueError, match=message("norm", "group")):
         SequenceClassifier(layer, 1, 10, norm="group", rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match=message("dropout", 1.0)):
         SequenceClassifier(layer, 1, 10, dropout=1.0, rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match="n_classes"):
+    with pytest.raises(ValueError, match=message("n_classes", 1)):
         SequenceClassifier(layer, 1, 1, rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match="bidirectional must be False"):
+    with pytest.raises(ValueError, match=message("bidirectional", "False")):
         CausalSequenceModel(layer, 1, 1, bidirectional=True, rngs=nnx.Rngs(0), **SMALL)
     model = CausalSequenceModel(layer, 2, 1, rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match=r"x must have 2 channels.*got shape \(4, 10, 3\)"):
+    with pytest.raises(ValueError, match=message("x", "2 channels", (4, 10, 3))):
         model(jnp.zeros((4, 10, 3)))
-    with pytest.raises(ValueError, match="x must have 2 or 3 dimensions"):
+    with pytest.raises(ValueError, match=message("x", "dimensions", (10,))):
         model(jnp.zeros((10,)))
-    with pytest.raises(ValueError, match="d_output must equal d_input"):
+    with pytest.raises(ValueError, match=message("d_output", "d_input")):
         model.generate(jnp.zeros((1, 3, 2)), 4)
     square = CausalSequenceModel(layer, 1, 1, rngs=nnx.Rngs(0), **SMALL)
-    with pytest.raises(ValueError, match="n_steps"):
+    with pytest.raises(ValueError, match=message("n_steps", 0)):
         square.generate(jnp.zeros((1, 3, 1)), 0)
+    # Hostile inputs an adversarial run found: an empty prompt (was: IndexError), an empty
+    # sequence, a state for another batch shape.
+    with pytest.raises(ValueError, match=message("prompt", "length", (2, 0, 1))):
+        square.generate(jnp.zeros((2, 0, 1)), 3)
+    with pytest.raises(ValueError, match=message("x", "length", (0, 1))):
+        square.recurrent(jnp.zeros((0, 1)))
+    with pytest.raises(ValueError, match=message("state", "(2,)")):
+        square.step(square.init_state((3,)), jnp.zeros((2, 1)), square.discrete_system(12))
 
 
 @layer_names
@@ -149,9 +179,9 @@ def test_architecture_rebuilds_the_same_model(layer):
     config = ModelConfig()
     assert {k: defaults[k] for k in ("d_model", "n_layers", "state_size", "norm", "glu", "dropout")} == \
         {k: getattr(config, k) for k in ("d_model", "n_layers", "state_size", "norm", "glu", "dropout")}
-    with pytest.raises(ValueError, match="model class 'RNN'"):
+    with pytest.raises(ValueError, match=message("model", "RNN")):
         model_from_architecture({**causal.architecture, "model": "RNN"}, rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match="cannot build a CausalSequenceModel"):
+    with pytest.raises(ValueError, match=message("CausalSequenceModel", "d_output")):
         model_from_architecture({k: v for k, v in causal.architecture.items() if k != "d_output"}, rngs=nnx.Rngs(0))
 
 
@@ -182,7 +212,7 @@ def test_a_new_layer_needs_no_special_case(monkeypatch, tmp_path):
     assert model.architecture["layer_options"] == {"gain": 2.0}
     loaded = load_model(save_checkpoint(tmp_path / "toy", model))
     assert loaded.config == config and loaded.blocks[0].ssm.gain == 2.0
-    with pytest.raises(ValueError, match="layer 'toy' takes no option 'init'; its options: gain"):
+    with pytest.raises(ValueError, match=message("toy", "init")):
         ModelConfig(layer="toy", layer_options={"init": "lin"})
 
 

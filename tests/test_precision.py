@@ -178,7 +178,7 @@ def _numerics_cases():
     A_dense = _real(N, N, seed=1) / N - jnp.eye(N)
     hippo_V = initialization.block_hippo_n(N)[1]
     a, b = _real(L, H, seed=2), _real(L, H, seed=3)
-    return {
+    cases = {
         # kernels
         "kernels.causal_conv": [(_real(H, L), _real(H, L, seed=1))],
         "kernels.bidirectional_conv": [(_real(H, L), _real(H, L, seed=1), _real(H, L, seed=2))],
@@ -236,6 +236,20 @@ def _numerics_cases():
             (jnp.asarray(hippo_V, jnp.complex64), _real(N, H), _real(2, H, N)),
         ],
     }
+    # Functions being added to scan (the selective system, SSD): covered once they exist.
+    heads, head_dim, batch = 2, 3, 2
+    x, log_a = _real(batch, L, heads, head_dim), -jnp.abs(_real(batch, L, heads, seed=1))
+    b_in, c_out = _real(batch, L, heads, N, seed=2), _real(batch, L, heads, N, seed=3)
+    optional = {
+        "scan.selective_system": [(_step(H), -jnp.abs(_real(H, N)), _real(N, seed=1), _real(H, seed=2))],
+        "scan.ssd_step": [(_real(batch, heads, head_dim, N), x[:, 0], log_a[:, 0], b_in[:, 0], c_out[:, 0])],
+        "scan.segment_sum": [(log_a,)],
+        "scan.ssd_recurrence": [(x, log_a, b_in, c_out)],
+        "scan.ssd_quadratic": [(x, log_a, b_in, c_out)],
+        "scan.ssd_scan": [(x, log_a, b_in, c_out, {"chunk_size": 4})],
+    }
+    cases.update({name: args for name, args in optional.items() if hasattr(scan, name.split(".")[1])})
+    return cases
 
 
 NUMERICS = {f"{module.__name__.rsplit('.', 1)[1]}.{name}": getattr(module, name)

@@ -5,11 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import direct_causal_conv, relative_error
+from reference import direct_causal_conv, message, relative_error
 
 from annotated_ssm import discretize, kernels
 from annotated_ssm.initialization import DIAGONAL_ABLATIONS, DIAGONAL_INITS, diagonal_init
 from annotated_ssm.layers.s4d import S4DLayer
+from annotated_ssm.model import CausalSequenceModel
+
 
 # One step size per channel across the usual initialisation range [1e-3, 1e-1].
 STEPS = np.array([[1e-3], [1e-2], [1e-1]], np.float32)
@@ -122,48 +124,6 @@ def test_singular_bilinear_eigenvalue():
     np.testing.assert_allclose(K, [0.05, 0, 0, 0], atol=1e-7)
 
 
-def test_jit_grad_vmap():
-    A, B, C = float32_inputs(diagonal_init("inv", 16))
-    step = STEPS
-
-    def loss(A, C, step):
-        return jnp.sum(kernels.vandermonde_kernel(A, B, C, step, 64, method="bilinear") ** 2)
-
-    np.testing.assert_allclose(jax.jit(loss)(A, C, step), loss(A, C, step), rtol=1e-6)
-    # vmap over channels gives the batched result.
-    per_channel = jax.vmap(lambda c, s: kernels.vandermonde_kernel(A, B, c, s, 64))(C, step)
-    np.testing.assert_allclose(per_channel, kernels.vandermonde_kernel(A, B, C, step, 64), rtol=1e-6, atol=1e-7)
-    # Gradients against central differences, in float64.
-    with jax.enable_x64(True):
-        A64, C64, s64 = A.astype(np.complex128), C.astype(np.complex128), step.astype(np.float64)
-        g = jax.jit(jax.grad(loss, argnums=2))(A64, C64, s64)
-        loss64 = jax.jit(loss)
-        for h in range(3):
-            e = np.zeros_like(s64)
-            eps = e[h] = 1e-5 * s64[h, 0]
-            numeric = (loss64(A64, C64, s64 + e) - loss64(A64, C64, s64 - e)) / (2 * eps)
-            assert abs(float(g[h, 0]) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
-    assert np.all(np.isfinite(jax.jit(jax.grad(loss))(A, C, step)))
-
-
-def test_kernel_bad_input():
-    A, B, C = float32_inputs(diagonal_init("inv", 8))
-    with pytest.raises(ValueError, match="L must be an integer"):
-        kernels.vandermonde_kernel(A, B, C, 0.1, 0)
-    with pytest.raises(ValueError, match="method"):
-        kernels.vandermonde_kernel(A, B, C, 0.1, 10, method="rk4")
-    with pytest.raises(ValueError, match="step"):
-        kernels.vandermonde_kernel(A, B, C, -0.1, 10)
-    with pytest.raises(ValueError, match="broadcast"):
-        kernels.vandermonde_kernel(A, B, C[:, :3], 0.1, 10)
-    with pytest.raises(ValueError, match="C must be finite"):
-        kernels.vandermonde_kernel(A, B, C * np.nan, 0.1, 10)
-    with pytest.raises(ValueError, match="A must have"):
-        kernels.vandermonde_kernel(np.complex64(1), B, C, 0.1, 10)
-    with pytest.raises(ValueError, match="conjugate"):
-        kernels.vandermonde_kernel(A, B, C, 0.1, 10, conjugate="yes")
-
-
 # --- the layer --------------------------------------------------------------------------
 
 
@@ -232,18 +192,39 @@ def test_bidirectional():
 
 
 def test_layer_bad_input():
-    """S4D's own checks; the shared ones are in test_layer_contract.py."""
-    with pytest.raises(ValueError, match="state_size must be even"):
+    """S4D's own checks (the shared ones are in test_layer_contract.py): the message names the
+    argument and the value."""
+    with pytest.raises(ValueError, match=message("state_size", "even", 15)):
         make_layer(state_size=15)
     make_layer(state_size=15, init="real")  # N real states: odd is fine
-    with pytest.raises(ValueError, match="init"):
-        make_layer(init="hippo")
-    with pytest.raises(ValueError, match="unknown discretization 'rk4'; choose one of: 'euler', 'bilinear', 'zoh'"):
-        make_layer(discretization="rk4")
-    with pytest.raises(ValueError, match="real_transform"):
-        make_layer(real_transform="relu6")
-    with pytest.raises(ValueError, match="train_B must be True or False"):
-        make_layer(train_B="no")
+    for option, value in [("init", "hippo"), ("discretization", "rk4"), ("real_transform", "relu6"),
+                          ("train_B", "no")]:
+        with pytest.raises(ValueError, match=message(option, value)):
+            make_layer(**{option: value})
+
+
+def test_init_options_are_checked():
+    """A key the initialisation does not take, a flag that is not a bool (``bool("no")`` is
+    True: "no" must be refused, not read as yes), a number that is not a real number: each
+    names the option and the value (was: TypeError, or a flag silently on)."""
+    with pytest.raises(ValueError, match=message("init_options", "x", "real_part")):
+        make_layer(init_options={"x": b"yes"})
+    with pytest.raises(ValueError, match=message("init_options", "key")):
+        make_layer(init_options={"key": 1})
+    with pytest.raises(TypeError, match=message("init_options", "list")):
+        make_layer(init_options=[("real_part", -1.0)])
+    for flag in ("random_real", "random_imag"):
+        for value in ("no", "False", 0, 1, None):
+            with pytest.raises(ValueError, match=message(flag, value)):
+                make_layer(init="inv", init_options={flag: value})
+    for option, value in [("real_part", "-0.5"), ("real_part", True), ("imag_scale", "1"), ("imag_scale", None)]:
+        with pytest.raises(ValueError, match=message(option, value)):
+            make_layer(init="inv", init_options={option: value})
+    with pytest.raises(ValueError, match=message("init_options", "x")):  # and through a model
+        CausalSequenceModel("s4d", 1, 1, init_options={"x": 1}, d_model=8, n_layers=1, state_size=8,
+                            rngs=nnx.Rngs(0))
+    layer = make_layer(init="inv", init_options={"random_real": True, "imag_scale": 2.0})
+    assert np.all(np.asarray(layer.eigenvalues().real) < 0)
 
 
 @pytest.mark.parametrize("name", ["legs", "lin"])

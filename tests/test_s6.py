@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import relative_error
+from reference import message, relative_error
 
-from annotated_ssm.layers import S6Layer, get_layer
+from annotated_ssm.layers import S6Layer
 from annotated_ssm.book.compiled_memory import planned_temp_bytes
+
 
 
 def reference_s6(layer: S6Layer, u: np.ndarray) -> np.ndarray:
@@ -38,9 +39,9 @@ def reference_s6(layer: S6Layer, u: np.ndarray) -> np.ndarray:
     return y
 
 
-def test_registered_and_initialised_as_mamba():
-    layer = get_layer("s6")(8, 16, rngs=nnx.Rngs(0))
-    assert isinstance(layer, S6Layer) and layer.dt_rank == 1  # ⌈8/16⌉
+def test_initialised_as_mamba():
+    layer = S6Layer(8, 16, rngs=nnx.Rngs(0))
+    assert layer.dt_rank == 1  # ⌈8/16⌉
     np.testing.assert_allclose(layer.eigenvalues(), -np.arange(1, 17)[None].repeat(8, 0), rtol=2e-7)
     # Where the projection is zero, Δ is exp(log_step_size), the base step of every layer.
     step, B, C = layer.selection(jnp.zeros((3, 8)))
@@ -58,10 +59,10 @@ def test_float32_scan_matches_float64_sequential_reference(length):
         assert relative_error(layer.recurrent(u), expected) < 1e-5
 
 
-@pytest.mark.parametrize(("chunk_size", "within_chunk"),
-                         [(None, None), (1, "sequential"), (7, "sequential"), (7, "associative"),
-                          (16, "associative"), (50, "sequential"), (64, None)])  # L = 50
-@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("chunk_size", "within_chunk", "bidirectional"),
+                         [(None, None, True), (1, "sequential", False), (7, "sequential", True),
+                          (7, "associative", False), (16, "associative", True), (50, "sequential", False),
+                          (64, None, False)])  # L = 50: a partial last chunk, backwards too, in both modes
 def test_chunk_sizes_match_float64_reference(chunk_size, within_chunk, bidirectional):
     layer = S6Layer(4, 16, chunk_size=chunk_size, within_chunk=within_chunk,
                     bidirectional=bidirectional, rngs=nnx.Rngs(1))
@@ -114,17 +115,19 @@ def test_selection_changes_the_step_per_token():
     assert float(jnp.std(step[:, 0]) / jnp.mean(step[:, 0])) > 0.05
 
 
-def test_bad_dt_rank():
-    with pytest.raises(ValueError, match="dt_rank must be an integer >= 1; got 0"):
-        S6Layer(4, 8, dt_rank=0, rngs=nnx.Rngs(0))
+def test_system_in_a_floating_dtype_holds_the_exact_eigenvalues():
+    """An integer dtype truncated A = -(1, 2, 3, 4) to -(1, 1, e, e) (refused now: the
+    contract); the floating dtypes keep it exact, the 16-bit ones computed in float32."""
+    layer = S6Layer(3, 8, rngs=nnx.Rngs(0))
+    expected = -np.arange(1, 9, dtype=np.float64)
+    for dtype in (jnp.float32, jnp.float16, jnp.bfloat16):
+        A = layer.discrete_system(6, dtype=dtype)
+        assert A.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(A)[0], expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("chunk_size", 0, "chunk_size must be an integer >= 1; got 0"),
-    ("chunk_size", 16.0, "chunk_size must be an integer >= 1; got 16.0"),
-    ("chunk_size", True, "chunk_size must be an integer >= 1; got True"),
-    ("within_chunk", "parallel", "unknown within_chunk 'parallel'; choose one of"),
-])
-def test_bad_scan_options(option, value, message):
-    with pytest.raises(ValueError, match=message):
+@pytest.mark.parametrize(("option", "value"), [("dt_rank", 0), ("chunk_size", 0), ("chunk_size", 16.0),
+                                               ("chunk_size", True), ("within_chunk", "parallel")])
+def test_bad_options(option, value):
+    with pytest.raises(ValueError, match=message(option, value)):
         S6Layer(4, 8, **{option: value}, rngs=nnx.Rngs(0))
