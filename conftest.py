@@ -3,10 +3,11 @@
 # The package test files that take longest, longest first (measured with --durations on the
 # 2-core machine: test_hostile_training.py starts real processes and kills them; 25-130 s each
 # on one worker).
-SLOWEST_TEST_FILES = ("test_hostile_training.py", "test_layer_contract.py", "test_model.py",
-                      "test_checkpoint.py", "test_discretize.py", "test_hostile_layers.py",
-                      "test_cli.py", "test_kernels.py", "test_train.py", "test_s4d.py",
-                      "test_readme.py", "test_hippo.py", "test_s5.py", "test_s6.py",
+SLOWEST_TEST_FILES = ("test_hostile_training.py", "test_run_folder.py", "test_layer_contract.py",
+                      "test_model.py", "test_checkpoint.py", "test_discretize.py",
+                      "test_lengths.py", "test_cli.py", "test_kernels.py", "test_train.py",
+                      "test_s4d.py", "test_readme.py", "test_ssd.py", "test_mamba_model.py",
+                      "test_hippo.py", "test_s5.py", "test_s6.py", "test_blocks.py",
                       "test_widgets.py", "test_precision.py", "test_s4.py")
 
 
