@@ -461,9 +461,10 @@ def test_step_refuses_a_system_that_is_not_this_layers(name):
     state, u_t = layer.init_state(2), jnp.ones((2, H))
     with pytest.raises(TypeError, match=message("system", "tuple", "(1, 2)")):
         layer.step(state, u_t, (1, 2))
-    wider = make(name, d_model=H + 2)
-    with pytest.raises(ValueError, match=message("system", f"d_model={H}", f"{H + 2}")):
-        layer.step(state, u_t, wider.discrete_system(L))
+    # the same structure with other shapes (e.g. another d_model's, or heads' for SSD)
+    doubled = jax.tree.map(lambda x: jnp.stack([x, x]), layer.discrete_system(L))
+    with pytest.raises(ValueError, match=message("system", f"d_model={H}", "shapes")):
+        layer.step(state, u_t, doubled)
     other = NAMES[(NAMES.index(name) + 1) % len(NAMES)]
     with pytest.raises((TypeError, ValueError), match=message("system")):
         layer.step(state, u_t, make(other).discrete_system(L))

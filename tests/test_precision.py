@@ -149,7 +149,6 @@ def test_the_walker_reports_a_default_precision_matmul_and_reads_every_form():
 HOST = {
     "kernels.naive_kernel": "the float64 NumPy reference kernel",
     "kernels.s4_nodes": "float64 NumPy constants",
-    "initialization.check_init_options": "checks a dict",
     "initialization.diagonal_init": "float64 NumPy eigenvalues",
     "initialization.block_hippo_n": "NumPy/SciPy eigendecomposition",
     "initialization.s5_init": "float64 NumPy products (init.s5_projection), cast to complex64 at the end",
@@ -254,7 +253,7 @@ def _numerics_cases():
 
 NUMERICS = {f"{module.__name__.rsplit('.', 1)[1]}.{name}": getattr(module, name)
             for module in (kernels, scan, discretize, initialization) for name in module.__all__
-            if inspect.isfunction(getattr(module, name))}
+            if inspect.isfunction(inspect.unwrap(getattr(module, name)))}
 CASES = _numerics_cases()
 
 
