@@ -185,7 +185,7 @@ class S4Layer(ConvolutionalSSMLayer):
         B = B_layer if B is None else B
         kernel_length = self.kernel_length
         if length > kernel_length:
-            a, v, w, _ = self._bilinear(Lambda, P, B, step)
+            a, v, w, _ = self._bilinear(Lambda, P, B_layer, step)
             increment = _power_minus_identity(_dense_increment(a, v, w), kernel_length)  # Ā^L₀ - I
             M = Lambda.shape[-1]
             while length > kernel_length:
