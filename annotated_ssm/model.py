@@ -14,7 +14,12 @@
   are causal, so it also runs as a recurrence: ``step`` advances one time step with each
   layer's recurrent ``step`` and ``generate`` feeds its own predictions back as inputs.
   The recurrence is for inference, in either mode: BatchNorm uses its running statistics
-  (a step sees no batch over time) and dropout is off.
+  (a step sees no batch over time) and dropout is off. ``model(x, state=..., return_state=True)``
+  carries the state of every block through the fast call (a long sequence in pieces), and
+  ``generate`` reads its prompt with one such call (prefill) before stepping::
+
+      y, state = model(x[:, :1000], return_state=True)         # the first piece
+      y_next, state = model(x[:, 1000:], state=state, return_state=True)  # = one pass
 
 Shapes: inputs (B, L, d_input); classifier outputs (B, n_classes); causal model outputs
 (B, L, d_output). A single unbatched sequence (L, d_input) works too.
@@ -34,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._validation import check_choice, check_ndim, check_positive_int
+from ._validation import check_bool, check_choice, check_ndim, check_positive_int
 from .config import NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
@@ -80,8 +85,21 @@ class ResidualBlock(nnx.Module):
         y = self.mix(y)
         return jax.nn.glu(y, axis=-1) if self.glu else y
 
-    def __call__(self, x):
-        return x + self._position_wise(self.ssm(self.norm(x)))
+    def __call__(self, x, *, state=None, return_state: bool = False):
+        """The block on a whole sequence; with ``state``/``return_state``, the SSM layer's state
+        in and out (``(y, final_state)`` when ``return_state``)."""
+        return self._apply(x, state, return_state, inference=False)
+
+    def _apply(self, x, state, return_state, *, inference: bool):
+        """``inference``: BatchNorm's running statistics and no dropout, as ``step`` (prefill)."""
+        if inference and isinstance(self.norm, nnx.BatchNorm):
+            x_norm = self.norm(x, use_running_average=True)
+        else:
+            x_norm = self.norm(x)
+        out = self.ssm(x_norm, state=state, return_state=return_state)
+        y, final = out if return_state else (out, None)
+        y = x + self._position_wise(y, deterministic=True if inference else None)
+        return (y, final) if return_state else y
 
     def step(self, state, x_t, system):
         """One time step, x_t: (…, H). Norm and mixing act per step, so only the SSM keeps state.
@@ -188,8 +206,34 @@ class CausalSequenceModel(SequenceModel):
         self.architecture = dict(self.architecture, model="CausalSequenceModel",
                                  d_output=self.d_output)
 
-    def __call__(self, x):
-        return self.decoder(self.features(x))
+    def __call__(self, x, *, state=None, return_state: bool = False):
+        """Outputs (…, L, d_output) for x (…, L, d_input).
+
+        ``state``: the state of every block before the first step (a list, as ``init_state``,
+        ``step`` or a previous call give it; None: zero). ``return_state``: also return the
+        state of every block after the last step, ``(y, final_state)``: carried into the next
+        call, a long sequence runs in pieces with the output of one pass.
+        """
+        return self._run(x, state, return_state, inference=False)
+
+    def _run(self, x, state, return_state, *, inference: bool):
+        return_state = check_bool("return_state", return_state)
+        if state is None and not return_state:
+            return self.decoder(self.features(x))
+        self.check_input(x)
+        if state is None:
+            state = [None] * len(self.blocks)
+        elif not isinstance(state, (list, tuple)) or len(state) != len(self.blocks):
+            raise ValueError(f"state must be a list of {len(self.blocks)} block states (made by "
+                             f"init_state or returned by step or a call); got "
+                             f"{type(state).__name__} of length {len(state) if isinstance(state, (list, tuple)) else '-'}.")
+        h = self.encoder(jnp.asarray(x))
+        final = []
+        for block, s in zip(self.blocks, state):
+            h, s = block._apply(h, s, True, inference=inference)
+            final.append(s)
+        y = self.decoder(self.final_norm(h))
+        return (y, final) if return_state else y
 
     # --- recurrent mode ------------------------------------------------------------------
 
@@ -223,10 +267,14 @@ class CausalSequenceModel(SequenceModel):
     def generate(self, prompt, n_steps: int):
         """Continue ``prompt`` (B, P, d_input) for ``n_steps`` steps, feeding outputs back.
 
-        The prompt is read step by step (teacher forcing); after it, the output at each step
-        becomes the next input. Returns all outputs, (B, P + n_steps - 1, d_output): y[:, t]
-        predicts the input at t + 1, so y[:, P - 1:] is the continuation (n_steps values).
-        The prompt needs P >= 1 steps (the first prediction needs an input).
+        The prompt is read in one fast call that returns every block's state (prefill, the
+        convolution or scan form: parallel over the prompt), then the model steps: the
+        output at each step becomes the next input. A model with a layer that cannot carry a
+        state through its call (DSS-softmax) reads the prompt step by step instead. Inference
+        in either mode (BatchNorm's running statistics, no dropout). Returns all outputs,
+        (B, P + n_steps - 1, d_output): y[:, t] predicts the input at t + 1, so y[:, P - 1:]
+        is the continuation (n_steps values). The prompt needs P >= 1 steps (the first
+        prediction needs an input).
         """
         if self.d_output != self.d_input:
             raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal "
@@ -236,9 +284,13 @@ class CausalSequenceModel(SequenceModel):
         prompt = jnp.asarray(prompt)
         P = prompt.shape[-2]
         system = self.discrete_system(P + n_steps - 1)
-        state = self.init_state(prompt.shape[:-2])
-        state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state,
-                                       jnp.moveaxis(prompt, -2, 0))
+        if all(block.ssm.accepts_state for block in self.blocks):
+            y_prompt, state = self._run(prompt, None, True, inference=True)  # prefill
+            y_prompt = jnp.moveaxis(y_prompt, -2, 0)
+        else:
+            state = self.init_state(prompt.shape[:-2])
+            state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state,
+                                           jnp.moveaxis(prompt, -2, 0))
 
         def feed_back(carry, _):
             s, y_t = carry
