@@ -31,8 +31,22 @@ OPTIONS = {"s4": {"kernel_length": 16}, "dss": {"variant": "exp"}, "s6": {"chunk
 NAMES = list(LAYERS)
 
 
+def skeleton_layer():
+    """The example layer of base.py's docstring, executed as written there."""
+    from annotated_ssm.scan import linear_recurrence
+
+    source = re.search(r"::\n\n(    class RealDiagonalLayer.*?)\n\n\S", base.__doc__, re.S).group(1)
+    namespace = {"SSMLayer": base.SSMLayer, "jax": jax, "jnp": jnp, "np": np, "nnx": nnx,
+                 "linear_recurrence": linear_recurrence}
+    exec(compile("\n".join(line[4:] for line in source.splitlines()), "base.py docstring", "exec"), namespace)
+    return namespace["RealDiagonalLayer"]
+
+
+CLASSES = {**LAYERS, "skeleton": skeleton_layer()}
+
+
 def make(name, **kwargs):
-    return LAYERS[name](H, N, rngs=nnx.Rngs(0), **{**OPTIONS.get(name, {}), **kwargs})
+    return CLASSES[name](H, N, rngs=nnx.Rngs(0), **{**OPTIONS.get(name, {}), **kwargs})
 
 
 def error(got, expected) -> float:
@@ -124,7 +138,7 @@ def check_streaming(name, dtype, tolerance, *, full: bool):
     assert max(errors.values()) < tolerance, errors
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + ["skeleton"])
 def test_pieces_equal_one_pass_and_steps_float32(name):
     check_streaming(name, jnp.float32, 1e-5, full=True)
 

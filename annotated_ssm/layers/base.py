@@ -8,13 +8,12 @@ A layer maps a sequence of H-channel vectors to another, ``(B, L, H) -> (B, L, H
 The public methods below check their arguments and apply the dtype policy; a layer
 implements only the hooks, which receive checked arrays in their computation dtype:
 
-- ``_forward(u, step_sizes)``: the whole sequence, u (..., L, H) -> y (..., L, H);
+- ``_forward_state(u, step_sizes, state)``: the whole sequence from a state (None: the zero
+  state), u (..., L, H) -> ``(y, final_state)``, y (..., L, H); ``_forward(u, step_sizes)``,
+  y alone from the zero state, defaults to it (a layer may give it a faster path);
 - ``_discrete_system(length, dtype, step_sizes)``: the discrete recurrence, any pytree;
 - ``_init_state(batch_shape, dtype)``: the zero state, real or complex (the layer's choice);
-- ``_step(system, state, u_t)``: ``(state, y_t)`` for u_t (..., H);
-- ``_forward_state(u, step_sizes, state)``: ``(y, final_state)``, the whole sequence from a
-  given state (None: the zero state), for ``layer(u, state=..., return_state=True)``; a
-  convolutional layer implements ``_state_terms(u, state)`` instead (below).
+- ``_step(system, state, u_t)``: ``(state, y_t)`` for u_t (..., H).
 
 "Step" has one meaning per word here: the *step size* Δ is the discretisation interval
 (``step_sizes()``, stored as ``log_step_size``; ``step_min``/``step_max`` bound its
@@ -24,7 +23,8 @@ units of the training interval (None: regular). A layer whose recurrence can var
 sets ``takes_step_sizes = True`` and receives it as an array broadcastable to
 u.shape[:-1] (scalar in ``_discrete_system``); other layers reject it. A convolutional
 layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)``
-instead of ``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
+and ``_state_terms(u, state)`` (the state's term and the final state in closed form) instead
+of ``_forward_state``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
 ``tests/test_layer_contract.py`` builds and checks::
 
@@ -54,14 +54,15 @@ then checks it. A complete layer (N real states per channel, A = -(1, …, N), Z
         def _readout(self, x, u):  # y = C x + D u
             return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
 
-        def _forward(self, u, step_sizes=None):
+        def _forward_state(self, u, step_sizes, state):  # state None: zeros
             A_bar, B_bar = self._discrete_system(None, u.dtype)
             a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
-            y = self._readout(linear_recurrence(a, B_bar * u[..., None], axis=-3), u)
+            x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
+            y = self._readout(x, u)
             if self.bidirectional:  # the same SSM backwards in time (no D again)
-                x = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
-                y = y + jnp.sum(self.C[...].astype(u.dtype) * x, -1)
-            return y
+                back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
+                y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
+            return y, x[..., -1, :, :]  # the output and the final state
 
 Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
 
@@ -97,7 +98,7 @@ Values
     checked on its device, which sends back one bool (the array itself is never copied to
     the host). Under ``jit``, ``grad`` or ``vmap`` values are tracers: only shapes and
     dtypes are checked there.
-State in, state out
+State in, state out (checked for every layer in ``LAYERS`` by ``tests/test_layer_state.py``)
     ``layer(u, state=None, return_state=False)``: a causal layer starts from ``state`` (from
     ``init_state``, ``step`` or a previous call; the structure, shapes and dtypes ``step``
     accepts, for u's batch shape; None: the zero state) and, with ``return_state=True``,
@@ -377,7 +378,8 @@ class SSMLayer(nnx.Module):
         return cast_positive_finite("step_sizes", step_sizes, dtype)
 
     def _forward(self, u: jax.Array, step_sizes: jax.Array | None = None) -> jax.Array:
-        raise NotImplementedError
+        """y alone from the zero state: ``_forward_state``'s output unless a layer overrides it."""
+        return self._forward_state(u, step_sizes, None)[0]
 
     # --- the recurrence ----------------------------------------------------------------------
 
