@@ -224,9 +224,10 @@ class CausalSequenceModel(SequenceModel):
         if state is None:
             state = [None] * len(self.blocks)
         elif not isinstance(state, (list, tuple)) or len(state) != len(self.blocks):
+            got = (f"{len(state)} of them" if isinstance(state, (list, tuple))
+                   else f"a {type(state).__name__}")
             raise ValueError(f"state must be a list of {len(self.blocks)} block states (made by "
-                             f"init_state or returned by step or a call); got "
-                             f"{type(state).__name__} of length {len(state) if isinstance(state, (list, tuple)) else '-'}.")
+                             f"init_state or returned by step or a call); got {got}.")
         h = self.encoder(jnp.asarray(x))
         final = []
         for block, s in zip(self.blocks, state):

@@ -248,3 +248,15 @@ def test_streaming_example_in_base_docstring_runs():
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_s5_with_step_sizes_streams_too():
+    """Irregular sampling: each piece takes its own observations' step sizes."""
+    layer = make("s5")
+    u = jax.random.normal(jax.random.key(1), (2, 20, H))
+    step_sizes = jax.random.uniform(jax.random.key(2), (2, 20), minval=0.5, maxval=2.0)
+    y, final = layer(u, step_sizes, return_state=True)
+    y_first, state = layer(u[:, :7], step_sizes[:, :7], return_state=True)
+    y_second, state = layer(u[:, 7:], step_sizes[:, 7:], state=state, return_state=True)
+    assert error(jnp.concatenate([y_first, y_second], axis=1), y) < 1e-5 and error(state, final) < 1e-5
+    assert error(layer.recurrent(u, step_sizes), y) < 1e-5
