@@ -1,4 +1,4 @@
-"""Deep SSM models: stacked residual blocks around any of the five layers of ``LAYERS``.
+"""Deep SSM models: stacked residual blocks around any layer of ``LAYERS``, or Mamba's blocks.
 
     x ──► encoder ──► block ──► … ──► block ──► pool / per step ──► decoder ──► output
                       │                     │
@@ -14,7 +14,12 @@
   are causal, so it also runs as a recurrence: ``step`` advances one time step with each
   layer's recurrent ``step`` and ``generate`` feeds its own predictions back as inputs.
   The recurrence is for inference, in either mode: BatchNorm uses its running statistics
-  (a step sees no batch over time) and dropout is off.
+  (a step sees no batch over time) and dropout is off. ``model(x, state=..., return_state=True)``
+  carries the state of every block through the fast call (a long sequence in pieces), and
+  ``generate`` reads its prompt with one such call (prefill) before stepping::
+
+      y, state = model(x[:, :1000], return_state=True)         # the first piece
+      y_next, state = model(x[:, 1000:], state=state, return_state=True)  # = one pass
 
 Shapes: inputs (B, L, d_input); classifier outputs (B, n_classes); causal model outputs
 (B, L, d_output). A single unbatched sequence (L, d_input) works too.
@@ -34,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._validation import check_choice, check_ndim, check_positive_int
+from ._validation import check_bool, check_choice, check_ndim, check_positive_int
 from .config import MAMBA_BLOCKS, NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
@@ -79,10 +84,27 @@ class ResidualBlock(nnx.Module):
         y = self.mix(y)
         return jax.nn.glu(y, axis=-1) if self.glu else y
 
-    def __call__(self, x, mask=None):
-        """x (…, L, H); ``mask`` (…, L, 1), 1 at real steps and 0 at padding (or None): the
-        SSM reads zeros at padded steps, which then change no real step."""
-        return x + self._position_wise(self.ssm(_masked_norm(self.norm, x, mask)))
+    def __call__(self, x, mask=None, *, state=None, return_state: bool = False):
+        """The block on a whole sequence x (…, L, H). ``mask`` (…, L, 1), 1 at real steps and 0
+        at padding (or None): the SSM reads zeros at padded steps, which then change no real
+        step. With ``state``/``return_state``, the SSM layer's state in and out
+        (``(y, final_state)`` when ``return_state``)."""
+        return self._apply(x, state, return_state, mask=mask, inference=False)
+
+    @property
+    def accepts_state(self) -> bool:
+        return self.ssm.accepts_state
+
+    def _apply(self, x, state, return_state, *, mask=None, inference: bool):
+        """``inference``: BatchNorm's running statistics and no dropout, as ``step`` (prefill)."""
+        x_norm = _masked_norm(self.norm, x, mask, inference)
+        if state is None and not return_state:
+            out = self.ssm(x_norm)
+        else:
+            out = self.ssm(x_norm, state=state, return_state=return_state)
+        y, final = out if return_state else (out, None)
+        y = x + self._position_wise(y, deterministic=True if inference else None)
+        return (y, final) if return_state else y
 
     def discrete_system(self, length: int | None = None):
         return self.ssm.discrete_system(length)
@@ -102,13 +124,14 @@ def _norm(norm: str, d_model: int, rngs: nnx.Rngs) -> nnx.Module:
             else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
 
 
-def _masked_norm(norm: nnx.Module, x, mask):
+def _masked_norm(norm: nnx.Module, x, mask=None, inference: bool = False):
     """The pre-norm of a sequence, zero at padded steps (BatchNorm's statistics over the real
-    steps only)."""
-    if mask is None:
-        return norm(x)
-    y = norm(x, mask=mask.astype(bool)) if isinstance(norm, nnx.BatchNorm) else norm(x)
-    return y * mask.astype(y.dtype)
+    steps only; with ``inference``, its running statistics)."""
+    if isinstance(norm, nnx.BatchNorm) and (inference or mask is not None):
+        y = norm(x, use_running_average=True) if inference else norm(x, mask=mask.astype(bool))
+    else:
+        y = norm(x)
+    return y if mask is None else y * mask.astype(y.dtype)
 
 
 def _norm_step(norm: nnx.Module, x_t):
@@ -137,6 +160,8 @@ class MambaResidualBlock(nnx.Module):
     def __call__(self, x, mask=None):
         """x (…, L, H); ``mask`` as :meth:`ResidualBlock.__call__`'s."""
         return x + self.mixer(_masked_norm(self.norm, x, mask))
+
+    accepts_state = False  # (the blocks' calls start from the zero state: steps carry one)
 
     def discrete_system(self, length: int | None = None):
         return None  # Δ, B and C come from each input: nothing to compute ahead
@@ -279,10 +304,49 @@ class CausalSequenceModel(SequenceModel):
         self.architecture = dict(self.architecture, model="CausalSequenceModel",
                                  d_output=self.d_output)
 
-    def __call__(self, x, lengths=None):
-        """(…, L, d_output); with ``lengths``, zeros at padded steps."""
-        y = self.decoder(self.features(x, lengths))
-        return y if lengths is None else y * self.mask(x, lengths)
+    def __call__(self, x, lengths=None, *, state=None, return_state: bool = False):
+        """Outputs (…, L, d_output) for x (…, L, d_input).
+
+        ``lengths`` (…,): each sequence's own length when sequences of different lengths are
+        padded to one L; the outputs at padded steps are zeros. ``state``: the state of every
+        block before the first step (a list, as ``init_state``, ``step`` or a previous call
+        give it; None: zero). ``return_state``: also return the state of every block after the
+        last step, ``(y, final_state)``: carried into the next call, a long sequence runs in
+        pieces with the output of one pass.
+        """
+        return_state = check_bool("return_state", return_state)
+        if state is None and not return_state:
+            y = self.decoder(self.features(x, lengths))
+            return y if lengths is None else y * self.mask(x, lengths)
+        if lengths is not None:
+            raise ValueError("lengths cannot be given with state or return_state: a state "
+                             "carried between calls belongs to sequences of one length; cut "
+                             "the batch by length, or pass the lengths without a state.")
+        return self._run(x, state, return_state, inference=False)
+
+    def _run(self, x, state, return_state, *, inference: bool):
+        return_state = check_bool("return_state", return_state)
+        if state is None and not return_state:
+            return self.decoder(self.features(x))
+        self.check_input(x)
+        if not all(block.accepts_state for block in self.blocks):
+            raise ValueError("state and return_state need blocks that carry a state through "
+                             f"their call; this model's ({self.config.block} blocks of "
+                             f"{self.layer_name!r}) do not: use init_state and step instead.")
+        if state is None:
+            state = [None] * len(self.blocks)
+        elif not isinstance(state, (list, tuple)) or len(state) != len(self.blocks):
+            got = (f"{len(state)} of them" if isinstance(state, (list, tuple))
+                   else f"a {type(state).__name__}")
+            raise ValueError(f"state must be a list of {len(self.blocks)} block states (made by "
+                             f"init_state or returned by step or a call); got {got}.")
+        h = self.encoder(jnp.asarray(x))
+        final = []
+        for block, s in zip(self.blocks, state):
+            h, s = block._apply(h, s, True, inference=inference)
+            final.append(s)
+        y = self.decoder(self.final_norm(h))
+        return (y, final) if return_state else y
 
     # --- recurrent mode ------------------------------------------------------------------
 
@@ -316,10 +380,14 @@ class CausalSequenceModel(SequenceModel):
     def generate(self, prompt, n_steps: int):
         """Continue ``prompt`` (B, P, d_input) for ``n_steps`` steps, feeding outputs back.
 
-        The prompt is read step by step (teacher forcing); after it, the output at each step
-        becomes the next input. Returns all outputs, (B, P + n_steps - 1, d_output): y[:, t]
-        predicts the input at t + 1, so y[:, P - 1:] is the continuation (n_steps values).
-        The prompt needs P >= 1 steps (the first prediction needs an input).
+        The prompt is read in one fast call that returns every block's state (prefill, the
+        convolution or scan form: parallel over the prompt), then the model steps: the
+        output at each step becomes the next input. A model with a layer that cannot carry a
+        state through its call (DSS-softmax) reads the prompt step by step instead. Inference
+        in either mode (BatchNorm's running statistics, no dropout). Returns all outputs,
+        (B, P + n_steps - 1, d_output): y[:, t] predicts the input at t + 1, so y[:, P - 1:]
+        is the continuation (n_steps values). The prompt needs P >= 1 steps (the first
+        prediction needs an input).
         """
         if self.d_output != self.d_input:
             raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal "
@@ -329,9 +397,13 @@ class CausalSequenceModel(SequenceModel):
         prompt = jnp.asarray(prompt)
         P = prompt.shape[-2]
         system = self.discrete_system(P + n_steps - 1)
-        state = self.init_state(prompt.shape[:-2])
-        state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state,
-                                       jnp.moveaxis(prompt, -2, 0))
+        if all(block.accepts_state for block in self.blocks):
+            y_prompt, state = self._run(prompt, None, True, inference=True)  # prefill
+            y_prompt = jnp.moveaxis(y_prompt, -2, 0)
+        else:
+            state = self.init_state(prompt.shape[:-2])
+            state, y_prompt = jax.lax.scan(lambda s, x_t: self.step(s, x_t, system), state,
+                                           jnp.moveaxis(prompt, -2, 0))
 
         def feed_back(carry, _):
             s, y_t = carry

@@ -77,24 +77,30 @@ def parallel_scan(a, b, *, x0=None, reverse: bool = False):
     return xs
 
 
-def linear_recurrence(a, b, *, axis: int = 0, reverse: bool = False):
+def linear_recurrence(a, b, *, axis: int = 0, reverse: bool = False, initial_state=None):
     """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` along ``axis`` of b, by the parallel scan.
 
     The time-varying diagonal recurrence of S5 (its Λ̄ changes with each observation's time
     step) and of a selective SSM (Λ̄, B̄ depend on the input). ``a`` broadcasts against b,
-    so a time-invariant a may omit the time axis (keep it as size 1). x starts at zero;
-    ``reverse`` runs backwards in time, ``x_ℓ = a_ℓ x_{ℓ+1} + b_ℓ``.
+    so a time-invariant a may omit the time axis (keep it as size 1). x starts at
+    ``initial_state`` (zeros if None); ``reverse`` runs backwards in time,
+    ``x_ℓ = a_ℓ x_{ℓ+1} + b_ℓ``. The final state is the last of the states (the first with
+    ``reverse``): carried as the next piece's ``initial_state``, a long sequence runs in pieces.
 
     Args:
         a: broadcastable to b.
         b: (..., L, ...) with time on ``axis``.
+        initial_state: x_{-1} (x_L with ``reverse``), broadcastable to b's shape without its
+            time axis; None: zeros.
 
     Returns:
         The states, b's shape and the dtype of a and b together.
     """
     b = jnp.asarray(b)
     a = jnp.broadcast_to(a, b.shape)
-    x = parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), reverse=reverse)
+    if initial_state is not None:
+        initial_state = jnp.broadcast_to(initial_state, tuple(np.delete(b.shape, axis % b.ndim)))
+    x = parallel_scan(jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0), x0=initial_state, reverse=reverse)
     return jnp.moveaxis(x, 0, axis)
 
 
@@ -141,11 +147,12 @@ WITHIN_CHUNK = ("sequential", "associative")
 
 
 def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_CHUNK_SIZE,
-                   reverse: bool = False, within_chunk: str | None = None):
+                   reverse: bool = False, within_chunk: str | None = None, initial_state=None,
+                   return_state: bool = False):
     """The readout ``y_ℓ = C_ℓ · x_ℓ`` of the selective recurrence (Mamba's S6, ZOH for A,
     Euler for B), without ever holding every state::
 
-        x_ℓ = exp(Δ_ℓ A) ⊙ x_{ℓ-1} + (Δ_ℓ u_ℓ) B_ℓ      x (H, N) per sequence, x_{-1} = 0
+        x_ℓ = exp(Δ_ℓ A) ⊙ x_{ℓ-1} + (Δ_ℓ u_ℓ) B_ℓ      x (H, N) per sequence, x_{-1} given or 0
         y_ℓ = Σ_n C_ℓn x_ℓ[:, n]                          (H,)
 
     The sequence is cut into chunks of ``chunk_size`` steps; ``lax.scan`` over the chunks
@@ -169,9 +176,14 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
             one step after another) or ``"associative"`` (``lax.associative_scan``, log-depth).
             None: sequential on a CPU, where it is about twice as fast (measured); associative
             elsewhere, where the steps of a chunk run in parallel (not measured here).
+        initial_state: (..., H, N) the state before the first step (after the last one with
+            ``reverse``); None: zeros.
+        return_state: also return the final state (x_{L-1}; x_0 with ``reverse``), the
+            ``initial_state`` of the sequence's next piece.
 
     Returns:
-        y: (..., L, H), in the dtype of the inputs together.
+        y: (..., L, H), in the dtype of the inputs together; with ``return_state``,
+        ``(y, final_state)``, final_state (..., H, N).
 
     Raises:
         ValueError: naming the argument and its shape, unless u is (..., L, H), A (H, N),
@@ -189,11 +201,18 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
         if np.shape(x) != expected:
             raise ValueError(f"{name} must have shape {expected} (from u {shape} and A {np.shape(A)}); "
                              f"got shape {np.shape(x)}.")
-    dtype = jnp.result_type(u, step, A, B, C)
-    u, step, A, B, C = (jnp.asarray(x, dtype) for x in (u, step, A, B, C))
+    state_shape = shape[:-2] + (shape[-1], N)
+    if initial_state is not None and np.shape(initial_state) != state_shape:
+        raise ValueError(f"initial_state must have shape {state_shape} (u's batch shape, H, N); got "
+                         f"shape {np.shape(initial_state)}.")
+    given = () if initial_state is None else (initial_state,)
+    dtype = jnp.result_type(u, step, A, B, C, *given)
+    u, step, A, B, C, *given = (jnp.asarray(x, dtype) for x in (u, step, A, B, C, *given))
     if chunk_size is None:  # every state at once: (..., L, H, N)
-        states = linear_recurrence(*selective_system(step, A, B, u), axis=-3, reverse=reverse)
-        return jnp.einsum("...ln,...lhn->...lh", C, states, precision=jax.lax.Precision.HIGHEST)
+        states = linear_recurrence(*selective_system(step, A, B, u), axis=-3, reverse=reverse,
+                                   initial_state=given[0] if given else None)
+        y = jnp.einsum("...ln,...lhn->...lh", C, states, precision=jax.lax.Precision.HIGHEST)
+        return (y, states[..., 0 if reverse else -1, :, :]) if return_state else y
     if within_chunk is None:
         within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
     *batch_shape, L, H = u.shape
@@ -217,10 +236,10 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
                              for z in inputs)
         return one_chunk(A, x, chunk_inputs, reverse=reverse)
 
-    x0 = jnp.zeros((inputs[0].shape[0], H, A.shape[-1]), dtype)
-    _, y = jax.lax.scan(chunk, x0, jnp.arange(n_chunks), reverse=reverse)  # y (n_chunks, T, batch, H)
-    y = jnp.moveaxis(y.reshape(n_chunks * T, -1, H)[:L], 0, 1)  # (batch, L, H)
-    return y.reshape(*batch_shape, L, H)
+    x0 = given[0].reshape(-1, H, N) if given else jnp.zeros((inputs[0].shape[0], H, N), dtype)
+    final, y = jax.lax.scan(chunk, x0, jnp.arange(n_chunks), reverse=reverse)  # y (n_chunks, T, batch, H)
+    y = jnp.moveaxis(y.reshape(n_chunks * T, -1, H)[:L], 0, 1).reshape(*batch_shape, L, H)  # (..., L, H)
+    return (y, final.reshape(state_shape)) if return_state else y
 
 
 def selective_system(step, A, B, u):

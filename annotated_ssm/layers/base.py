@@ -8,7 +8,9 @@ A layer maps a sequence of H-channel vectors to another, ``(B, L, H) -> (B, L, H
 The public methods below check their arguments and apply the dtype policy; a layer
 implements only the hooks, which receive checked arrays in their computation dtype:
 
-- ``_forward(u, step_sizes)``: the whole sequence, u (..., L, H) -> y (..., L, H);
+- ``_forward_state(u, step_sizes, state)``: the whole sequence from a state (None: the zero
+  state), u (..., L, H) -> ``(y, final_state)``, y (..., L, H); ``_forward(u, step_sizes)``,
+  y alone from the zero state, defaults to it (a layer may give it a faster path);
 - ``_discrete_system(length, dtype, step_sizes)``: the discrete recurrence, any pytree;
 - ``_init_state(batch_shape, dtype)``: the zero state, real or complex (the layer's choice);
 - ``_step(system, state, u_t)``: ``(state, y_t)`` for u_t (..., H).
@@ -21,7 +23,8 @@ units of the training interval (None: regular). A layer whose recurrence can var
 sets ``takes_step_sizes = True`` and receives it as an array broadcastable to
 u.shape[:-1] (scalar in ``_discrete_system``); other layers reject it. A convolutional
 layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(length, dtype)``
-instead of ``_forward``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
+and ``_state_terms(u, state)`` (the state's term and the final state in closed form) instead
+of ``_forward_state``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
 ``tests/test_layer_contract.py`` builds and checks::
 
@@ -51,14 +54,15 @@ then checks it. A complete layer (N real states per channel, A = -(1, …, N), Z
         def _readout(self, x, u):  # y = C x + D u
             return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
 
-        def _forward(self, u, step_sizes=None):
+        def _forward_state(self, u, step_sizes, state):  # state None: zeros
             A_bar, B_bar = self._discrete_system(None, u.dtype)
             a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
-            y = self._readout(linear_recurrence(a, B_bar * u[..., None], axis=-3), u)
+            x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
+            y = self._readout(x, u)
             if self.bidirectional:  # the same SSM backwards in time (no D again)
-                x = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
-                y = y + jnp.sum(self.C[...].astype(u.dtype) * x, -1)
-            return y
+                back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
+                y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
+            return y, x[..., -1, :, :]  # the output and the final state
 
 Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
 
@@ -94,6 +98,33 @@ Values
     checked on its device, which sends back one bool (the array itself is never copied to
     the host). Under ``jit``, ``grad`` or ``vmap`` values are tracers: only shapes and
     dtypes are checked there.
+State in, state out (checked for every layer in ``LAYERS`` by ``tests/test_layer_state.py``)
+    ``layer(u, state=None, return_state=False)``: a causal layer starts from ``state`` (from
+    ``init_state``, ``step`` or a previous call; the structure, shapes and dtypes ``step``
+    accepts, for u's batch shape; None: the zero state) and, with ``return_state=True``,
+    returns ``(y, final_state)``, the final state in the dtypes of ``init_state`` for u's
+    computation dtype. Carrying it from piece to piece gives the output and the final
+    state of one pass (a long sequence streamed in chunks, a prompt read in one call before
+    ``step``). The fast paths compute it without stepping: a convolutional layer adds the
+    state's term ``C Ā^{ℓ+1} x₋₁`` to the convolution and contracts u against the powers of
+    Ā for the final state; a scan layer starts its scan from the state. A bidirectional
+    layer (and DSS-softmax, whose kernel is normalised over the whole length) refuses
+    ``state`` and ``return_state`` (``layer.accepts_state`` is False)::
+
+        >>> import jax, numpy as np
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S4DLayer
+        >>> layer = S4DLayer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 100, 4))
+        >>> y, final = layer(u, return_state=True)  # one pass
+        >>> state, pieces = layer.init_state(2), []
+        >>> for start in range(0, 100, 30):  # the same sequence in chunks of 30, 30, 30, 10
+        ...     y_chunk, state = layer(u[:, start:start + 30], state=state, return_state=True)
+        ...     pieces.append(y_chunk)
+        >>> bool(np.allclose(np.concatenate(pieces, axis=1), y, atol=1e-5))
+        True
+        >>> bool(np.allclose(state, final, atol=1e-5))
+        True
 """
 
 from __future__ import annotations
@@ -130,6 +161,7 @@ __all__ = [
     "complex_to_pair",
     "pair_to_complex",
     "complex_dtype",
+    "diagonal_state_terms",
 ]
 
 
@@ -264,7 +296,7 @@ class SSMLayer(nnx.Module):
 
     # --- the whole sequence ----------------------------------------------------------------
 
-    def __call__(self, u, step_sizes=None):
+    def __call__(self, u, step_sizes=None, *, state=None, return_state=False):
         """Apply the layer to a whole sequence.
 
         Args:
@@ -272,13 +304,55 @@ class SSMLayer(nnx.Module):
             step_sizes: layers with ``takes_step_sizes`` only: the step size before each
                 observation, in units of the training interval, scalar, (L,) or (B, L),
                 every entry > 0.
+            state: causal layers only: the state before the first step, from ``init_state``,
+                ``step`` or a previous call, for u's batch shape (the rules of ``step``);
+                None: the zero state.
+            return_state: causal layers only: also return the state after the last step.
 
         Returns:
-            y of u's shape: in u's dtype for floats, the default float dtype for integers/bools.
+            y of u's shape: in u's dtype for floats, the default float dtype for integers/bools;
+            with ``return_state``, ``(y, final_state)``, final_state as ``init_state`` makes
+            it for u's batch shape and computation dtype.
         """
         u, out_dtype = self._check_input(u)
         step_sizes = self._check_step_sizes(step_sizes, u.shape[:-1], u.dtype)
-        return compiled(self, "_forward", u, step_sizes).astype(out_dtype)
+        return_state = check_bool("return_state", return_state)
+        if state is None and not return_state:
+            return compiled(self, "_forward", u, step_sizes).astype(out_dtype)
+        refusal = self._state_refusal()
+        if refusal is not None:
+            raise ValueError(refusal)
+        if state is not None:
+            state = self._cast_state(state, u.shape[:-2], u.dtype, "u")
+        y, final_state = compiled(self, "_forward_state", u, step_sizes, state)
+        y = y.astype(out_dtype)
+        return (y, final_state) if return_state else y
+
+    @property
+    def accepts_state(self) -> bool:
+        """Whether ``layer(u, state=..., return_state=True)`` is allowed (a causal layer)."""
+        return self._state_refusal() is None
+
+    def _state_refusal(self) -> str | None:
+        """Why this layer cannot take or return a state in its call (one sentence), or None."""
+        if self.bidirectional:
+            return ("state and return_state need a causal layer (a state is carried forwards in "
+                    "time); this layer was built with bidirectional=True, whose output at every "
+                    "step depends on the whole sequence.")
+        return None
+
+    def _cast_state(self, state, batch_shape, dtype, input_name: str):
+        """``state`` checked as ``step`` checks it, then cast to the dtypes of
+        ``init_state(batch_shape)`` for the computation ``dtype``."""
+        self._check_state(state, batch_shape, dtype, input_name)
+        expected = _abstract(self, "_init_state", batch_shape, dtype)
+        return jax.tree.map(lambda x, e: jnp.asarray(x).astype(e.dtype), state, expected)
+
+    def _forward_state(self, u, step_sizes, state) -> tuple[jax.Array, Any]:
+        """``(y, final_state)`` for u (..., L, H) from ``state`` (None: zero), both in the
+        computation dtype; the fast path of ``layer(u, state=..., return_state=True)``."""
+        raise NotImplementedError(f"{type(self).__name__} does not carry a state through its call: "
+                                  f"implement _forward_state.")
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
         check_sequence_input(u, self.d_model)
@@ -304,7 +378,8 @@ class SSMLayer(nnx.Module):
         return cast_positive_finite("step_sizes", step_sizes, dtype)
 
     def _forward(self, u: jax.Array, step_sizes: jax.Array | None = None) -> jax.Array:
-        raise NotImplementedError
+        """y alone from the zero state: ``_forward_state``'s output unless a layer overrides it."""
+        return self._forward_state(u, step_sizes, None)[0]
 
     # --- the recurrence ----------------------------------------------------------------------
 
@@ -378,15 +453,15 @@ class SSMLayer(nnx.Module):
         state, y = self._step(system, state, u_t)
         return state, y.astype(out_dtype)
 
-    def _check_state(self, state, batch_shape: tuple[int, ...], dtype) -> None:
+    def _check_state(self, state, batch_shape: tuple[int, ...], dtype, input_name: str = "u_t") -> None:
         """ValueError unless ``state`` has the structure, shapes and dtypes of
-        ``init_state(batch_shape)`` for u_t's computation ``dtype`` (float32 and float64
+        ``init_state(batch_shape)`` for the input's computation ``dtype`` (float32 and float64
         states both pass: the step promotes) and, where concrete, finite values."""
         expected = _abstract(self, "_init_state", batch_shape, dtype)
         leaves, structure = jax.tree.flatten(state)
         got = [np.shape(x) for x in leaves]
-        made_by = (f"state must be this layer's state for u_t's batch shape {batch_shape} (made by "
-                   f"init_state({batch_shape}) or returned by step)")
+        made_by = (f"state must be this layer's state for {input_name}'s batch shape {batch_shape} "
+                   f"(made by init_state({batch_shape}) or returned by step or a call)")
         if structure != jax.tree.structure(expected) or got != [e.shape for e in jax.tree.leaves(expected)]:
             if structure == jax.tree.structure(expected):
                 single = jax.tree.leaves(_abstract(self, "_init_state", (), dtype))[0].shape
@@ -396,6 +471,8 @@ class SSMLayer(nnx.Module):
             else:
                 found = f"a {type(state).__name__} of another structure"
             raise ValueError(f"{made_by}; got {found}.")
+        if not all(hasattr(x, "dtype") or isinstance(x, (int, float, complex)) for x in leaves):
+            raise ValueError(f"{made_by}; got leaves of types {[type(x).__name__ for x in leaves]}.")
         dtypes = [np.dtype(x.dtype) if hasattr(x, "dtype") else np.result_type(x) for x in leaves]
         allowed = [[x.dtype for x in jax.tree.leaves(expected)]]
         if dtypes != allowed[0]:  # the other precision is allowed too
@@ -520,3 +597,66 @@ class ConvolutionalSSMLayer(SSMLayer):
         else:
             y = causal_conv(channels_last, K)
         return jnp.swapaxes(y, -1, -2) + self._skip(u.dtype) * u
+
+    def _forward_state(self, u, step_sizes, state):
+        """The convolution plus the state's term, and the final state, both in closed form
+        (``_state_terms``): no step of the recurrence is taken."""
+        contribution, final_state = self._state_terms(u, state)
+        y = self._forward(u)
+        return (y if contribution is None else y + contribution), final_state
+
+    def _state_terms(self, u, state) -> tuple[jax.Array | None, Any]:
+        """``(contribution, final_state)`` for u (..., L, H) from ``state`` (None: zero):
+        the state's term of the output, y_ℓ += C Ā^{ℓ+1} x₋₁, (..., L, H) (None when state is
+        None), and the state after the last step, ``Ā^L x₋₁ + Σ_j Ā^{L-1-j} B̄ u_j``."""
+        raise NotImplementedError
+
+
+def diagonal_state_terms(log_A_bar, B_bar, C, u, state, *, block_size: int | None = None):
+    """The state terms of H diagonal SSMs ``x_ℓ = Ā ⊙ x_{ℓ-1} + B̄ u_ℓ``, ``y_ℓ = Re(C · x_ℓ)``,
+    in closed form (Vandermonde products, the official S4's ``k_state`` for a diagonal Ā):
+
+        contribution_ℓ = Re Σ_n C_n Ā_n^{ℓ+1} x₋₁,n                 (..., L, H)
+        final state    = Ā^L ⊙ x₋₁ + B̄ ⊙ Σ_j Ā^{L-1-j} u_j            (..., H, N)
+
+    Powers from their exponents, Ā^e = exp(e log Ā), in blocks as
+    :func:`~annotated_ssm.kernels.vandermonde_kernel` does: with e = aT + b, a table of
+    Ā^{aT} (L/T of them) and one of Ā^b (T of them), so neither term builds the H × N × L
+    matrix of all powers; each is then a batch of matrix products.
+
+    Args:
+        log_A_bar: (H, N) complex, log Ā (any branch; accurate for Ā near 1 where the
+            layer can give it, e.g. ΔA for ZOH).
+        B_bar, C: (H, N) complex (C with the factor 2 of conjugate symmetry if any).
+        u: (..., L, H) real.
+        state: (..., H, N) complex x₋₁, or None (zero: no contribution, only the inputs).
+        block_size: T; None: a power of two near √L.
+    """
+    L = u.shape[-2]
+    cdtype = log_A_bar.dtype
+    rdtype = jnp.finfo(cdtype).dtype
+    T = block_size or 1 << ((L - 1).bit_length() + 1) // 2
+    T = min(T, L)
+    rows = -(-L // T)
+    # A discrete eigenvalue exactly 0 has log -inf: clamp so that Ā^0 = 1 and Ā^e = 0 (e > 0).
+    log_A_bar = jax.lax.complex(jnp.maximum(jnp.real(log_A_bar), -1000.0), jnp.imag(log_A_bar))
+
+    def powers(exponents):  # (E,) -> Ā^e (H, N, E)
+        return jnp.exp(log_A_bar[..., None] * exponents.astype(rdtype))
+
+    inner, outer = powers(jnp.arange(T)), powers(jnp.arange(rows) * T)  # Ā^b, Ā^{aT}
+    highest = jax.lax.Precision.HIGHEST
+    # Final state: Σ_j Ā^{L-1-j} u_j = Σ_a Ā^{aT} Σ_b Ā^b w_{aT+b}, w the reversed input.
+    w = jnp.flip(jnp.swapaxes(u, -1, -2), -1)  # (..., H, L): w_r = u_{L-1-r}
+    w = jnp.pad(w, [(0, 0)] * (w.ndim - 1) + [(0, rows * T - L)]).reshape(w.shape[:-1] + (rows, T))
+    inside = jnp.einsum("...hab,hnb->...han", w.astype(cdtype), inner, precision=highest)
+    final = B_bar * jnp.einsum("...han,hna->...hn", inside, outer, precision=highest)
+    if state is None:
+        return None, final
+    final = final + jnp.exp(log_A_bar * jnp.asarray(L, rdtype)) * state
+    # Contribution: Re Σ_n (C_n x₋₁,n Ā_n) Ā_n^{aT} Ā_n^b at ℓ = aT + b.
+    weights = C * jnp.exp(log_A_bar) * state  # (..., H, N)
+    rows_weights = weights[..., None] * outer  # (..., H, N, rows)
+    y = jnp.real(jnp.einsum("...hna,hnb->...hab", rows_weights, inner, precision=highest))
+    y = y.reshape(y.shape[:-2] + (rows * T,))[..., :L]  # (..., H, L)
+    return jnp.swapaxes(y, -1, -2), final

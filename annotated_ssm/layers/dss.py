@@ -30,7 +30,7 @@ from flax import nnx
 from .._validation import check_choice, check_positive_real
 from ..initialization import diagonal_init
 from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
-from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, pair_to_complex
+from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, diagonal_state_terms, pair_to_complex
 
 __all__ = ["DSSLayer", "DSSSystem", "REAL_PARAMETERS"]
 
@@ -151,6 +151,23 @@ class DSSLayer(ConvolutionalSSMLayer):
             positive=shift > 0,
             last=jnp.asarray(0 if length is None else length - 1, jnp.int32),
         )
+
+    def _state_refusal(self):
+        if self.variant == "softmax" and not self.bidirectional:
+            return ("state and return_state need DSS with variant='exp': the softmax kernel is "
+                    "normalised over the whole length L of a call, so a piece of a sequence is "
+                    "not computed by the kernel of the whole (DSS-exp is the same layer without "
+                    "that normalisation).")
+        return super()._state_refusal()
+
+    def _state_terms(self, u, state):
+        """DSS-exp is a diagonal system x ← e^{λΔ} x + u read out by C = 2 c (B̄ = 1): its
+        state's term and final state are Vandermonde products with log Ā = λΔ exactly
+        (:func:`~annotated_ssm.layers.base.diagonal_state_terms`); the time index advances by L."""
+        system = self._discrete_system(None, u.dtype)
+        x, t = (None, jnp.zeros((), jnp.int32)) if state is None else state
+        contribution, x = diagonal_state_terms(system.dtLambda, jnp.ones_like(system.A_bar), system.C, u, x)
+        return contribution, (x, t + u.shape[-2])
 
     def _init_state(self, batch_shape, dtype):
         """(x, t): x (*batch_shape, H, N/2) complex zeros, t = 0 the time index (int32 scalar)."""

@@ -174,16 +174,18 @@ class S4Layer(ConvolutionalSSMLayer):
 
     # --- convolution ---------------------------------------------------------------------
 
-    def _kernel(self, length, dtype) -> jax.Array:
+    def _kernel(self, length, dtype, B=None) -> jax.Array:
         """The S4 kernel of every channel: (H, L), or (2, H, L) if bidirectional.
 
         The first ``length`` taps of the kernel at L₁ = L₀ 2^k ≥ length, with C̃ converted from
-        L₀ to L₁ by k doublings (none when length ≤ L₀).
+        L₀ to L₁ by k doublings (none when length ≤ L₀). ``B``: another input vector in place
+        of the layer's B, (..., H, M) complex (the state's term uses it, ``_state_terms``).
         """
-        Lambda, P, B, C_tilde, step = self.ssm_parameters(dtype)
+        Lambda, P, B_layer, C_tilde, step = self.ssm_parameters(dtype)
+        B = B_layer if B is None else B
         kernel_length = self.kernel_length
         if length > kernel_length:
-            a, v, w, _ = self._bilinear(Lambda, P, B, step)
+            a, v, w, _ = self._bilinear(Lambda, P, B_layer, step)
             increment = _power_minus_identity(_dense_increment(a, v, w), kernel_length)  # Ā^L₀ - I
             M = Lambda.shape[-1]
             while length > kernel_length:
@@ -237,6 +239,44 @@ class S4Layer(ConvolutionalSSMLayer):
         C_full = jnp.linalg.solve(-jnp.swapaxes(power, -1, -2), conjugate_pairs(C_tilde)[..., None])
         C = C_full[..., : Lambda.shape[-1], 0]  # the second half is its conjugate
         return S4System(a, v, w, B_bar, C)
+
+    def _state_terms(self, u, state):
+        """The state's term of the output and the final state, without stepping the input.
+
+        State's term (the official S4's ``k_state``): C Ā^{ℓ+1} x₋₁ is the kernel C Ā^ℓ B̄(v)
+        of an input vector v whose B̄(v) = 2 (2/Δ - A)⁻¹ v equals Ā x₋₁ = (2/Δ - A)⁻¹ (2/Δ + A) x₋₁,
+        i.e. v = x₋₁/Δ + A x₋₁/2 (A = Λ - P P* applied in O(M)). So it is the same Cauchy and
+        FFT machinery as K̄ (:meth:`_kernel`, from C̃, exact at every length and parallel in
+        time), one kernel per sequence of the batch.
+
+        Final state ``Ā^L x₋₁ + Σ_r (Ā^r B̄) u_{L-1-r}``: Ā is diagonal plus rank one, and its
+        powers have no cheaper exact closed form than the dense N × N power (O(N³ log L) per
+        channel) or the resolvent at L frequencies followed by a dense product; the cheapest
+        exact route is one ``lax.scan`` over time of the states alone, x ← Ā x in the factored
+        form of ``step`` (O(M) per channel and step), applied to B̄ (no batch: the columns
+        Ā^r B̄, r < L) and to x₋₁ (Ā^L x₋₁), never to the input: u then enters by one
+        contraction against the columns, O(B·H·M·L) as a matrix product.
+        """
+        Lambda, P, B, _, step = self.ssm_parameters(u.dtype)
+        a, v, w, B_bar = self._bilinear(Lambda, P, B, step)
+        L = u.shape[-2]
+
+        def advance(x):  # Ā x = x + (diag(a) - v w*) x
+            return x + a * x - v * _inner(w, x)[..., None]
+
+        def one_step(carry, _):
+            x_B, x_state = carry
+            return (advance(x_B), None if x_state is None else advance(x_state)), x_B
+
+        (_, powered_state), columns = jax.lax.scan(one_step, (B_bar, state), None, length=L)  # (L, H, M)
+        reversed_u = jnp.flip(u, -2).astype(columns.dtype)  # u_{L-1-r} at r
+        final = jnp.einsum("...rh,rhm->...hm", reversed_u, columns, precision=jax.lax.Precision.HIGHEST)
+        if state is None:
+            return None, final
+        A_state = Lambda * state - P * _inner(P, state)[..., None]
+        weights = state / step[:, None] + A_state / 2
+        contribution = jnp.swapaxes(self._kernel(L, u.dtype, B=weights), -1, -2)  # (..., L, H)
+        return contribution, final + powered_state
 
     def _init_state(self, batch_shape, dtype) -> jax.Array:
         """Zero state (*batch_shape, H, M) complex: one of each conjugate pair."""

@@ -24,7 +24,14 @@ from .._validation import check_bool, check_choice, is_real_number
 from ..discretize import METHODS, discretize_diagonal
 from ..initialization import DIAGONAL_INIT_OPTIONS, DIAGONAL_INITS, diagonal_init
 from ..kernels import vandermonde_kernel
-from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
+from .base import (
+    ConvolutionalSSMLayer,
+    SSMParam,
+    complex_dtype,
+    complex_to_pair,
+    diagonal_state_terms,
+    pair_to_complex,
+)
 
 __all__ = ["S4DLayer", "REAL_TRANSFORMS", "REAL_PARAMETERS", "DiagonalSystem", "diagonal_step"]
 
@@ -202,6 +209,22 @@ class S4DLayer(ConvolutionalSSMLayer):
         )
         C = pair_to_complex(self.C[...], dtype)
         return DiagonalSystem(A_bar, B_bar, 2 * C if self.conjugate else C)
+
+    def _state_terms(self, u, state):
+        """The state's term and the final state by Vandermonde products
+        (:func:`~annotated_ssm.layers.base.diagonal_state_terms`), with log Ā from ΔA directly
+        (ZOH: ΔA; bilinear: 2 artanh(ΔA/2); Euler: log(1 + ΔA)), accurate where Ā is near 1."""
+        A_bar, B_bar, C = self._discrete_system(None, u.dtype)
+        dtA = self.eigenvalues(u.dtype) * self.step_sizes(u.dtype)[:, None]
+        if self.discretization == "zoh":
+            log_A_bar = dtA
+        elif self.discretization == "bilinear":
+            log_A_bar = 2 * jnp.arctanh(dtA / 2)
+        else:
+            log_A_bar = jnp.log1p(dtA)
+        # Where Ā is exactly 0 (bilinear ΔA = -2, Euler ΔA = -1) the log is -inf: taken from Ā.
+        log_A_bar = jnp.where(A_bar == 0, -jnp.inf, log_A_bar)
+        return diagonal_state_terms(log_A_bar, B_bar, C, u, state)
 
     def _init_state(self, batch_shape, dtype) -> jax.Array:
         """Zero state (*batch_shape, H, M), complex of ``dtype``'s precision."""

@@ -167,6 +167,14 @@ class S5Layer(SSMLayer):
     def _forward(self, u, step_sizes=None):
         """The parallel-scan form. u (..., L, H) checked, in its computation dtype;
         step_sizes: None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
+        return self._scan(u, step_sizes)[0]
+
+    def _forward_state(self, u, step_sizes, state):
+        """The scan started from ``state`` (None: zero); its last state is the final state."""
+        return self._scan(u, step_sizes, state)
+
+    def _scan(self, u, step_sizes=None, state=None):
+        """(y, the last state) by the parallel scan from ``state`` (forward direction)."""
         scale = step_sizes
         dtype = u.dtype
         step = self.step_sizes(dtype)
@@ -184,7 +192,8 @@ class S5Layer(SSMLayer):
             Bu = _real_matmul(u, B_tilde)
             Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        y = _real_readout(C[:, :P], linear_recurrence(Lambda_bar, Bu_forward, axis=-2))
+        states = linear_recurrence(Lambda_bar, Bu_forward, axis=-2, initial_state=state)
+        y = _real_readout(C[:, :P], states)
         if self.bidirectional:
             if scale is not None:
                 # Backwards, state ℓ decays over the interval to observation ℓ+1.
@@ -194,7 +203,7 @@ class S5Layer(SSMLayer):
                 Bu_backward = factor * Bu
             backward = linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
             y = y + _real_readout(C[:, P:], backward)
-        return self._activate(y + self._skip(dtype) * u)
+        return self._activate(y + self._skip(dtype) * u), states[..., -1, :]
 
     def _activate(self, y):
         if self.activation == "none":

@@ -133,6 +133,13 @@ class S6Layer(SSMLayer):
             y = y + scan(reverse=True)
         return y + self._skip(u.dtype) * u
 
+    def _forward_state(self, u, step_sizes, state):
+        """The chunked scan started from ``state`` (None: zero), its last carry the final state."""
+        step, B, C = self.selection(u)
+        y, final = selective_scan(u, step, self.eigenvalues(u.dtype), B, C, chunk_size=self.chunk_size,
+                                  within_chunk=self.within_chunk, initial_state=state, return_state=True)
+        return y + self._skip(u.dtype) * u, final
+
     # --- the recurrence: A is all that does not depend on the input ------------------------
 
     def _discrete_system(self, length, dtype, step_sizes=None) -> jax.Array:

@@ -153,6 +153,15 @@ class SSDLayer(SSMLayer):
             y = y + jnp.flip(backward, axis=1)
         return y.reshape(u.shape) + self._skip(u.dtype) * u
 
+    def _forward_state(self, u, step_sizes, state):
+        """The chunked algorithm from ``state`` (None: zero) to the final state it returns."""
+        L, H = u.shape[-2:]
+        inputs = self._ssd_inputs(self.eigenvalues(u.dtype), u.reshape(-1, L, H))
+        state_shape = (self.n_heads, self.head_dim, self.state_size)
+        initial = None if state is None else state.reshape((-1,) + state_shape)
+        y, final = ssd_scan(*inputs, chunk_size=self.chunk_size, initial_state=initial)
+        return y.reshape(u.shape) + self._skip(u.dtype) * u, final.reshape(u.shape[:-2] + state_shape)
+
     # --- the recurrence: A is all that does not depend on the input ------------------------
 
     def _discrete_system(self, length, dtype, step_sizes=None) -> jax.Array:
