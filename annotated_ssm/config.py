@@ -89,7 +89,7 @@ class ModelConfig:
     to check, when the model is built.
     """
 
-    layer: str = _field("s4d", "SSM layer", choices=tuple(LAYERS))
+    layer: str = _field("s4d", "SSM layer", choices=LAYERS)  # (the registry itself: it may grow)
     block: str = _field("residual", "the block around each SSM layer: residual (norm, layer, "
                                     "GELU, dropout, GLU, as S4), mamba (Mamba's block around "
                                     "s6) or mamba2 (Mamba-2's block around ssd)", choices=BLOCKS)

@@ -203,7 +203,7 @@ def test_bad_input():
     the message names the argument and the value."""
     with pytest.raises(ValueError, match=message("blocks", "3", "state_size", "10")):
         S5Layer(H, 10, blocks=3, rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match=message("conj_sym", 3)):  # 6 states in 2 blocks of 3
+    with pytest.raises(ValueError, match=message("conj_sym", "state_size=6", "blocks=2")):  # 3 a block
         S5Layer(H, 6, blocks=2, rngs=nnx.Rngs(0))
     S5Layer(H, 6, blocks=2, conj_sym=False, rngs=nnx.Rngs(0))  # odd blocks are fine without it
     for option, value in [("activation", "relu"), ("discretization", "rk4"), ("conj_sym", "yes")]:
