@@ -3,7 +3,7 @@
 #   make test     in .venv (the newest versions allowed): the package tests and every chapter
 #                 under nbval, every math span typeset by MathJax 3; then `make test-floors`:
 #                 in .venv-floors (every dependency at the oldest version pyproject.toml
-#                 declares, ipywidgets 7.7.1 as in Colab) every chapter but 8 and 9 again under
+#                 declares, ipywidgets 7.7.1 as in Colab) every chapter but 8, 9, 10 again under
 #                 nbval on another CPU code path, and the package tests that use flax, optax,
 #                 orbax and ipywidgets
 # Both create the virtual environment .venv first (again when requirements.txt changes).
@@ -39,16 +39,17 @@ COLAB_IPYWIDGETS := 7.7.1
 # modules and their state (the layer contract; the models are built, trained, saved and
 # restored by the tests that follow, so tests/test_model.py runs in the main run only), optax
 # training, orbax checkpoints (train, checkpoint, the CLI, the README's example), the explorers on ipywidgets 7.7 and 8 (widgets,
-# static explorer). Every chapter but 8 and 9, the two that train: their trained scores are
+# static explorer). Every chapter but 8, 9 and 10, the three that train: their trained scores are
 # not compared (they depend on the CPU) and they are the longest chapters (ten of the 20
 # minutes CI's two cores may take). Chapter 8's training is the package's (fit, optax, orbax:
 # the tests above run it at the floors); chapter 9's layer, S6, trains at the floors through
 # the CLI (test_cli.py), and its own loop uses optax's oldest transforms (chain, adam,
-# clip_by_global_norm, scale_by_schedule). Not tests/test_hostile_training.py (two minutes):
+# clip_by_global_norm, scale_by_schedule); chapter 10 passed there once (113 s, by hand). Not
+# tests/test_hostile_training.py (two minutes):
 # it tests the package's own saving and resuming under Ctrl-C, crashes and lost files; the
 # orbax calls it makes (save, restore, an interrupted save, a bit-identical resume) run at the
 # floors in test_checkpoint.py and test_train.py.
-FLOORS_TESTS := $(filter-out book/08_training.ipynb book/09_selective.ipynb,$(wildcard book/*.ipynb)) \
+FLOORS_TESTS := $(filter-out book/08_training.ipynb book/09_selective.ipynb book/10_duality.ipynb,$(wildcard book/*.ipynb)) \
 	tests/test_layer_contract.py tests/test_train.py \
 	tests/test_checkpoint.py tests/test_cli.py tests/test_compiled_memory.py \
 	tests/test_widgets.py tests/test_static_explorer.py tests/test_readme.py
