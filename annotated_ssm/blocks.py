@@ -101,15 +101,13 @@ from flax import nnx
 from ._validation import (
     check_batch_shape,
     check_finite,
-    check_finite_at,
     check_float_dtype,
     check_positive_int,
     check_step_bounds,
-    computation_dtypes,
     default_float_dtype,
     float_computation_dtypes,
 )
-from .layers.base import SSMParam, compiled
+from .layers.base import SSMParam, compiled, prepare_input
 from .layers.s6 import S6Layer
 from .scan import SSD_CHUNK_SIZE, ssd_scan, ssd_step
 
@@ -245,7 +243,7 @@ class _MambaStyleBlock(nnx.Module):
         if np.ndim(u) < 2 or np.shape(u)[-1] != self.d_model or np.shape(u)[-2] < 1:
             raise ValueError(f"u must have shape (..., L, {self.d_model}) (the block's d_model) "
                              f"with L >= 1; got shape {np.shape(u)}.")
-        return _prepare("u", u, ("batch", "time", "channel"))
+        return prepare_input("u", u, ("batch", "time", "channel"))
 
     # --- the recurrence -----------------------------------------------------------------
 
@@ -275,7 +273,7 @@ class _MambaStyleBlock(nnx.Module):
         if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
             raise ValueError(f"u_t must have shape (..., {self.d_model}); got shape "
                              f"{np.shape(u_t)}.")
-        u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
+        u_t, out_dtype = prepare_input("u_t", u_t, ("batch", "channel"))
         self._check_state(state, u_t.shape[:-1])
         state, y = compiled(self, "_step", tuple(state), u_t)
         return state, y.astype(out_dtype)
@@ -300,20 +298,6 @@ class _MambaStyleBlock(nnx.Module):
 
     def _step(self, state, u_t):
         raise NotImplementedError
-
-
-def _prepare(name: str, u, axis_names) -> tuple[jax.Array, np.dtype]:
-    """The layers' dtype policy and finiteness check: (u in its computation dtype, output dtype)."""
-    compute, output = computation_dtypes(name, u)
-    if isinstance(u, jax.Array):
-        u = u.astype(compute)
-        check_finite_at(name, u, axis_names)
-        return u, output
-    host = np.asarray(u)
-    with np.errstate(over="ignore", invalid="ignore"):
-        cast = host.astype(compute)
-    check_finite_at(name, cast, axis_names, original=host)
-    return jnp.asarray(cast), output
 
 
 # --- Mamba --------------------------------------------------------------------------------

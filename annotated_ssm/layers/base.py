@@ -210,7 +210,7 @@ def check_sequence_input(u, d_model: int) -> None:
         raise ValueError(f"u must have length L >= 1; got shape {np.shape(u)}.")
 
 
-def _prepare(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.dtype]:
+def prepare_input(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.dtype]:
     """Apply the dtype policy and the finiteness check: (u in its computation dtype, output dtype).
 
     Finite after the cast: float64 1e39 is inf in float32. Host input (NumPy, Python) is cast
@@ -356,7 +356,7 @@ class SSMLayer(nnx.Module):
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
         check_sequence_input(u, self.d_model)
-        return _prepare("u", u, ("batch", "time", "channel"))
+        return prepare_input("u", u, ("batch", "time", "channel"))
 
     def _check_step_sizes(self, step_sizes, batch_length: tuple[int, ...], dtype) -> jax.Array | None:
         """None, or ``step_sizes`` checked against u's (..., L) and, after the cast to
@@ -444,7 +444,7 @@ class SSMLayer(nnx.Module):
         self._require_causal("step")
         if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
             raise ValueError(f"u_t must have shape (..., {self.d_model}); got {np.shape(u_t)}.")
-        u_t, out_dtype = _prepare("u_t", u_t, ("batch", "channel"))
+        u_t, out_dtype = prepare_input("u_t", u_t, ("batch", "channel"))
         self._check_state(state, u_t.shape[:-1], u_t.dtype)
         if system is None:
             system = self._discrete_system(None, u_t.dtype, None)
