@@ -112,6 +112,8 @@ examples:
   {PROG} --resume runs/s4d                 continue after Ctrl-C (the stored options)
   {PROG} --resume runs/s4d --epochs 30     train a run on to 30 epochs
   {PROG} --layer s5 --layer-option blocks=4 --dataset digits --checkpoint runs/s5
+  {PROG} --layer s6 --block mamba --dataset digits   Mamba's blocks (s6 inside)
+  {PROG} --layer ssd --block mamba2 --dataset digits  Mamba-2's blocks (ssd inside)
   {PROG} --layer s4d --checkpoint runs/s4d --overwrite   replace that run
 
 A run folder holds orbax's numbered saves (the newest and the best epoch's),
