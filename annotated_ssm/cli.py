@@ -332,15 +332,17 @@ def main(argv: list[str] | None = None) -> int:
                 parser.exit(128 + signals.stop, f"interrupted by "
                             f"{signal.Signals(signals.stop).name} before the first update; "
                             "nothing to save yet: run the same command again.\n")
-            history = fit(model, dataset, config, checkpoint=args.checkpoint,
-                          resume_from=args.resume, overwrite=args.overwrite)
-    except TrainingInterrupted as stopped:
-        where = ("nothing was saved (give --checkpoint DIR to save the training state)"
-                 if stopped.path is None else f"the training state is saved in "
-                 f"{str(stopped.path)!r}. Continue with: {PROG} --resume "
-                 f"{shlex.quote(str(stopped.path))}")
-        parser.exit(128 + stopped.signal, f"interrupted by {signal.Signals(stopped.signal).name} "
-                    f"at update {stopped.step}; {where}\n")
+            try:
+                history = fit(model, dataset, config, checkpoint=args.checkpoint,
+                              resume_from=args.resume, overwrite=args.overwrite)
+            except TrainingInterrupted as stopped:  # said while signals still set a flag
+                where = ("nothing was saved (give --checkpoint DIR to save the training state)"
+                         if stopped.path is None else f"the training state is saved in "
+                         f"{str(stopped.path)!r}. Continue with: {PROG} --resume "
+                         f"{shlex.quote(str(stopped.path))}")
+                parser.exit(128 + stopped.signal, f"interrupted by "
+                            f"{signal.Signals(stopped.signal).name} at update {stopped.step}; "
+                            f"{where}\n")
     except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")

@@ -95,7 +95,9 @@ def test_signals_while_the_first_update_compiles_end_cleanly(tmp_path):
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)  # impatient: a second one, 0.4 s later
     out, err = process.communicate(timeout=240)
-    assert process.returncode == 128 + signal.SIGTERM, err[-2000:]  # no segmentation fault
+    # exit status 143 (or, when the second SIGTERM comes after the message, ended by it: the
+    # shell's status is 143 too); never a segmentation fault
+    assert process.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), err[-2000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("interrupted by SIGTERM")
     if "nothing to save yet" not in last:  # the signal came after the first update compiled
