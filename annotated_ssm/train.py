@@ -371,7 +371,7 @@ class Progress:
                 self.compiled = True
             self.bar = tqdm(total=self.steps_per_epoch, initial=done, leave=False, unit="update",
                             desc=f"{self.name} epoch {epoch + 1}/{self.epochs}",
-                            disable=not self.terminal and None)
+                            disable=not self.terminal)  # a log file gets the lines only
         else:
             self.bar.update()
 

@@ -38,7 +38,7 @@ from flax import nnx
 
 from annotated_ssm import checkpoint, runs, train
 from annotated_ssm import cli as command_line
-from annotated_ssm.checkpoint import load_model, read_checkpoint_info, save_checkpoint
+from annotated_ssm.checkpoint import load_model, save_checkpoint
 from annotated_ssm.config import ModelConfig, TrainConfig
 from annotated_ssm.data import Dataset, load_dataset
 from annotated_ssm.layers import LAYERS
