@@ -56,7 +56,7 @@ Both blocks
   activation; Mamba-2's ``conv_init``, ``dt_limit``, ``learnable_init_states``, ``seq_idx``
   (packed sequences), ``A_init_range`` (fixed at [1, 16]). Their defaults are what is built.
 - Parameter groups: A's log and Δ's bias (``log_step_size`` in S6, ``dt_bias`` in Mamba-2) are
-  :class:`~annotated_ssm.layers.SSMParam`, so the package's training loop gives them its SSM
+  :class:`~annotated_ssm.layers.base.SSMParam`, so the package's training loop gives them its SSM
   learning rate and no weight decay; Mamba marks A_log and D (Mamba-2 also dt_bias)
   ``_no_weight_decay`` and trains everything at one learning rate. D is a plain
   ``nnx.Param`` here, as in every layer of the package, so the package's loop decays it.
@@ -111,7 +111,8 @@ from .layers.base import SSMParam, compiled, prepare_input
 from .layers.s6 import S6Layer
 from .scan import SSD_CHUNK_SIZE, ssd_scan, ssd_step
 
-__all__ = ["MambaBlock", "Mamba2Block", "causal_depthwise_conv", "gated_rms_norm"]
+__all__ = ["MambaStyleBlock", "MambaBlock", "Mamba2Block", "causal_depthwise_conv",
+           "gated_rms_norm"]
 
 # Every product in full float32 precision, whatever the global default (TF32 on a GPU).
 _FULL = jax.lax.Precision.HIGHEST
@@ -192,7 +193,7 @@ def _log_uniform_steps(key, shape, step_min: float, step_max: float) -> jax.Arra
 # --- what both blocks share: the checks, the dtype policy, the recurrence loop -------------
 
 
-class _MambaStyleBlock(nnx.Module):
+class MambaStyleBlock(nnx.Module):
     """Public methods of the blocks; subclasses implement ``_forward(u)``,
     ``_init_state(batch_shape, dtype)`` and ``_step(state, u_t)`` on checked arrays."""
 
@@ -303,7 +304,7 @@ class _MambaStyleBlock(nnx.Module):
 # --- Mamba --------------------------------------------------------------------------------
 
 
-class MambaBlock(_MambaStyleBlock):
+class MambaBlock(MambaStyleBlock):
     """Mamba's block (``mamba_simple.py``): in_proj, causal conv1d + SiLU, S6, SiLU gate,
     out_proj. u (..., L, H) -> (..., L, H).
 
@@ -376,7 +377,7 @@ class MambaBlock(_MambaStyleBlock):
 # --- Mamba-2 ------------------------------------------------------------------------------
 
 
-class Mamba2Block(_MambaStyleBlock):
+class Mamba2Block(MambaStyleBlock):
     """Mamba-2's block (``mamba2_simple.py``): one in_proj for z, x, B, C and Δ, causal conv1d
     + SiLU over (x, B, C), SSD with a scalar A per head and D skip, gated RMSNorm, out_proj.
     u (..., L, H) -> (..., L, H).
