@@ -257,7 +257,7 @@ class MambaStyleBlock(nnx.Module):
                 float16/bfloat16; default: the default float dtype, float64 under x64).
 
         Returns:
-            conv_state (*batch_shape, d_conv - 1, conv_channels), the last inputs of the
+            conv_state ``(*batch_shape, d_conv - 1, conv_channels)``, the last inputs of the
             convolution, and the SSM state (see the subclass).
         """
         batch_shape = check_batch_shape("batch_shape", batch_shape)
