@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import warnings
 from typing import Any
 
 import jax
@@ -196,16 +197,23 @@ def save_args(values: dict, model: SequenceModel, optimizer: nnx.Optimizer | Non
 # --- Orbax's manager ------------------------------------------------------------------------
 
 class _OrbaxLeftovers(logging.Filter):
-    """Drops asyncio's report of an orbax future whose exception nobody retrieved: after a
-    failed save (a full disk) orbax leaves such futures, reported whenever they happen to be
-    collected — at exit, say — after the one-line error that already said what failed."""
+    """Drops what orbax's threads and futures report of a failed save after the one-line
+    error that already said what failed (orbax-checkpoint 0.11-0.12): asyncio's report of a
+    future whose exception nobody retrieved, and absl's of a thread that ended on a full
+    disk. Either may come whenever the thread ends or the future is collected: at exit, say."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ("never retrieved" in message and "orbax" in message)
+        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        full_disk = "RESOURCE_EXHAUSTED" in text or "No space left" in text
+        return not ("orbax" in record.pathname + text and
+                    ("never retrieved" in text or full_disk))
 
 
-logging.getLogger("asyncio").addFilter(_OrbaxLeftovers())
+for _name in ("asyncio", "absl"):
+    logging.getLogger(_name).addFilter(_OrbaxLeftovers())
+# The same after a failed save: the write coroutines of the futures orbax dropped are
+# collected, perhaps only at exit, and Python warns that they were never awaited.
+warnings.filterwarnings("ignore", r"coroutine 'async_serialize_from_host\.", RuntimeWarning)
 
 
 @contextlib.contextmanager
