@@ -312,19 +312,33 @@ class CausalSequenceModel(SequenceModel):
         block before the first step (a list, as ``init_state``, ``step`` or a previous call
         give it; None: zero). ``return_state``: also return the state of every block after the
         last step, ``(y, final_state)``: carried into the next call, a long sequence runs in
-        pieces with the output of one pass.
+        pieces with the output of one pass. With ``lengths``, the final state is each
+        sequence's state after its own last step (a batch of prompts of different lengths,
+        prefilled at once); a state passed in then is not allowed.
         """
         return_state = check_bool("return_state", return_state)
         if state is None and not return_state:
             y = self.decoder(self.features(x, lengths))
             return y if lengths is None else y * self.mask(x, lengths)
-        if lengths is not None:
-            raise ValueError("lengths cannot be given with state or return_state: a state "
-                             "carried between calls belongs to sequences of one length; cut "
-                             "the batch by length, or pass the lengths without a state.")
-        return self._run(x, state, return_state, inference=False)
+        if lengths is None:
+            return self._run(x, state, return_state, inference=False)
+        if state is not None:
+            raise ValueError("state cannot be given with lengths: the sequences would reach "
+                             "their ends at different steps; cut the batch by length, or give "
+                             "the lengths without a state.")
+        # Each sequence moved to the end of the padded length (its padding in front, zeros
+        # at every SSM's input there): from the zero state, the state stays zero through the
+        # padding, and the state after step L - 1 is the state after the sequence's own end.
+        mask = self.mask(x, lengths)
+        length = np.shape(x)[-2]
+        shift = length - jnp.asarray(lengths)[..., None, None]
+        steps = jnp.arange(length)[:, None]
+        x = jnp.take_along_axis(jnp.asarray(x), (steps - shift) % length, axis=-2)
+        y, final = self._run(x, None, True, mask=steps >= shift, inference=False)
+        y = jnp.take_along_axis(y, (steps + shift) % length, axis=-2) * mask
+        return y, final
 
-    def _run(self, x, state, return_state, *, inference: bool):
+    def _run(self, x, state, return_state, *, mask=None, inference: bool):
         return_state = check_bool("return_state", return_state)
         if state is None and not return_state:
             return self.decoder(self.features(x))
@@ -343,7 +357,7 @@ class CausalSequenceModel(SequenceModel):
         h = self.encoder(jnp.asarray(x))
         final = []
         for block, s in zip(self.blocks, state):
-            h, s = block._apply(h, s, True, inference=inference)
+            h, s = block._apply(h, s, True, mask=mask, inference=inference)
             final.append(s)
         y = self.decoder(self.final_norm(h))
         return (y, final) if return_state else y

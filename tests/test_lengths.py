@@ -2,7 +2,8 @@
 step, the pooled logits and the per-step outputs of each sequence alone; padded steps are zeros
 and never change a real one (whatever they hold, BatchNorm's statistics included); the loss and
 its gradient over a padded batch are those of the sequences alone; ``fit`` and ``evaluate``
-train and score data sets with lengths; bad lengths are refused by name."""
+train and score data sets with lengths; a causal model returns each sequence's state at its
+own end; bad lengths are refused by name."""
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +64,24 @@ def test_a_causal_model_gives_zeros_at_padding_and_the_loss_of_each_sequence_alo
     for i, n in enumerate(LENGTHS):
         alone = np.asarray(_losses(model, x[i:i + 1, :n], y[i:i + 1, :n], "regression")[0])[0]
         np.testing.assert_allclose(losses[i], alone, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layer", ["s4", "s5", "s6", "ssd"])
+def test_each_sequence_s_final_state_is_the_state_at_its_own_end(layer):
+    """A batch of prompts of different lengths prefilled at once: the outputs of the call
+    without a state, and each sequence's state after its own last step."""
+    model = CausalSequenceModel(layer, 2, 2, rngs=nnx.Rngs(2), **SIZES)
+    x, _, _ = padded_batch(garbage=1e3)
+    y, final = model(x, LENGTHS, return_state=True)
+    plain = np.asarray(model(x, LENGTHS))
+    np.testing.assert_allclose(y, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
+    for i, n in enumerate(LENGTHS):
+        _, alone = model(x[i:i + 1, :n], return_state=True)
+        for got, want in zip(jax.tree.leaves(final), jax.tree.leaves(alone)):
+            np.testing.assert_allclose(got[i], want[0], rtol=1e-5,
+                                       atol=1e-5 * np.abs(want).max())
+    with pytest.raises(ValueError, match="state cannot be given with lengths"):
+        model(x, LENGTHS, state=final)
 
 
 @pytest.mark.parametrize("layer", ["s4d", "s6"])
