@@ -241,9 +241,11 @@ def open_manager(path: pathlib.Path, best: bool = True, **options) -> ocp.Checkp
     ``CheckpointManagerOptions``."""
     if best:
         options.update(best_fn=lambda metrics: metrics["score"], best_mode="max")
-    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False,
-                                           **{"create": False, **options})
-    return ocp.CheckpointManager(path, options=options)
+    # orbax warns that a read-only manager saves nothing and reads a read-only folder: asked
+    with quiet_orbax() if options.get("read_only") else contextlib.nullcontext():
+        options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False,
+                                               **{"create": False, **options})
+        return ocp.CheckpointManager(path, options=options)
 
 
 def write(manager: ocp.CheckpointManager, step: int, args, *, metrics: dict | None = None,

@@ -34,7 +34,7 @@ from typing import Any
 import jax
 
 from .config import ModelConfig, TrainConfig
-from .data import DATASET_TASKS, DATASETS, check_dataset_installed, load_dataset
+from .data import DATASETS, check_dataset_installed, dataset_task, load_dataset
 from .layers import LAYERS
 from .model import check_model_fits
 from .runs import HISTORY_FILES, RunFolder
@@ -104,6 +104,9 @@ DATASET_HELP = {
 EXAMPLES = f"""\
 data sets (--dataset):
 {chr(10).join(f"  {name:<13} {DATASET_HELP[name]}" for name in DATASETS)}
+  FILE.npz      your own: x_train, y_train, x_test, y_test (and lengths_train,
+                lengths_test for sequences of different lengths padded to one L),
+                as annotated_ssm.data.load_npz reads them
   mnist1d, mnist1d_long, digits and digits_ar need the book's extra:
   pip install "annotated-ssm[book]".
 
@@ -149,7 +152,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=_HelpFormatter,
     )
-    parser.add_argument("--dataset", default="mnist1d", choices=tuple(DATASETS),
+    parser.add_argument("--dataset", default="mnist1d", type=_dataset_name,
+                        metavar="{" + ",".join(DATASETS) + ",FILE.npz}",
                         help="the data set (explained below)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
                         help="a run folder: the training state is saved there (after the first "
@@ -167,6 +171,19 @@ def _parser() -> argparse.ArgumentParser:
     _add_fields(parser, ModelConfig)
     _add_fields(parser, TrainConfig)
     return parser
+
+
+def _dataset_name(value: str) -> str:
+    """A registered data set's name, or an .npz file's absolute path (what a run stores)."""
+    if value.endswith(".npz"):
+        path = pathlib.Path(value).absolute()
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"no such file: {str(path)!r}")
+        return str(path)
+    if value not in DATASETS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from "
+                                         f"{', '.join(DATASETS)}, or give a FILE.npz)")
+    return value
 
 
 def _layer_options(items: list[str]) -> dict[str, Any]:
@@ -209,7 +226,11 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
             values["layer_options"] = {**stored["layer_options"], **values["layer_options"]}
         if "dataset" not in given:
             args.dataset = state.dataset["name"]
-            if args.dataset not in DATASETS:
+            if args.dataset.endswith(".npz") and not pathlib.Path(args.dataset).is_file():
+                raise ValueError(f"the run in {str(args.resume)!r} was trained on the file "
+                                 f"{args.dataset!r}, which is gone; put it back there to resume "
+                                 "the run (its name and contents are part of the run).")
+            if args.dataset not in DATASETS and not args.dataset.endswith(".npz"):
                 raise ValueError(f"the run in {str(args.resume)!r} was trained on the data set "
                                  f"{args.dataset!r}, which the command line cannot load; resume "
                                  "it from Python with fit(..., resume_from=DIR).")
@@ -235,8 +256,9 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
     if args.overwrite and args.checkpoint is None:
         raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
     check_dataset_installed(args.dataset)
-    model_config.check_task(DATASET_TASKS[args.dataset])
-    n_outputs = 1 if DATASET_TASKS[args.dataset] == "regression" else 2  # at least
+    task = dataset_task(args.dataset)
+    model_config.check_task(task)
+    n_outputs = 1 if task == "regression" else 2  # at least
     check_model_fits(model_config, 1, n_outputs, copies=4)  # weights, gradients, 2 moments
     if args.checkpoint is None:
         return None

@@ -49,6 +49,8 @@ __all__ = [
     "DATASET_NEEDS",
     "check_dataset_installed",
     "load_dataset",
+    "load_npz",
+    "dataset_task",
     "batches",
     "validation_split",
     "load_mnist1d",
@@ -541,9 +543,56 @@ DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else 
                                  for name in DATASETS}
 """Each registered data set's task, known without loading it (to check options early)."""
 
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def load_npz(path: str | os.PathLike) -> Dataset:
+    """Your own data set, from a NumPy ``.npz`` file (``np.savez(path, x_train=…, …)``).
+
+    The file holds ``x_train``, ``y_train``, ``x_test``, ``y_test`` with the shapes of
+    :class:`Dataset`'s fields and, for sequences of different lengths padded (at the end)
+    to one L, ``lengths_train`` and ``lengths_test``; ``n_classes`` is optional (default:
+    the largest label + 1). The task follows ``y_train``: (n,) integer labels classify,
+    (n, L, D) targets regress. The data set's name is the file's absolute path (what a run
+    folder stores, so ``--resume`` finds the file again).
+    """
+    path = pathlib.Path(path).absolute()
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {key: stored[key] for key in stored.files}
+    except (OSError, ValueError) as error:
+        raise ValueError(f"dataset {str(path)!r} cannot be read as a NumPy .npz file: "
+                         f"{error}") from None
+    missing = [key for key in NPZ_KEYS if key not in arrays]
+    unknown = sorted(set(arrays) - {*NPZ_KEYS, "lengths_train", "lengths_test", "n_classes"})
+    if missing or unknown:
+        raise ValueError(f"dataset {str(path)!r} must hold {', '.join(NPZ_KEYS)} (and may hold "
+                         f"lengths_train, lengths_test, n_classes); missing {missing}, unknown "
+                         f"{unknown}.")
+    task = "classification" if arrays["y_train"].ndim == 1 else "regression"
+    n_classes = None
+    if task == "classification":
+        labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
+        default = int(labels.max()) + 1 if labels.size and labels.dtype.kind in "iu" else None
+        n_classes = int(arrays["n_classes"]) if "n_classes" in arrays else default
+    return Dataset(str(path), arrays["x_train"], arrays["y_train"], arrays["x_test"],
+                   arrays["y_test"], task, n_classes, arrays.get("lengths_train"),
+                   arrays.get("lengths_test"))
+
+
+def dataset_task(name: str) -> str:
+    """The task of data set ``name`` (registered, or an .npz file: its ``y_train`` read)."""
+    if str(name).endswith(".npz"):
+        with np.load(name, allow_pickle=False) as stored:
+            return "classification" if stored["y_train"].ndim == 1 else "regression"
+    return DATASET_TASKS[name]
+
 
 def load_dataset(name: str, **kwargs) -> Dataset:
-    """The dataset registered under ``name`` (one of ``DATASETS``); kwargs go to its loader."""
+    """The dataset registered under ``name`` (one of ``DATASETS``; kwargs go to its loader),
+    or, for a name ending in ``.npz``, the data set in that file (:func:`load_npz`)."""
+    if isinstance(name, (str, os.PathLike)) and str(name).endswith(".npz") and not kwargs:
+        return load_npz(name)
     check_choice("dataset", name, DATASETS)
     loader = DATASETS[name]
     try:

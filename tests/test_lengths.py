@@ -2,8 +2,10 @@
 step, the pooled logits and the per-step outputs of each sequence alone; padded steps are zeros
 and never change a real one (whatever they hold, BatchNorm's statistics included); the loss and
 its gradient over a padded batch are those of the sequences alone; ``fit`` and ``evaluate``
-train and score data sets with lengths; a causal model returns each sequence's state at its
+train and score data sets with lengths, and so does the command line (an .npz file); a causal model returns each sequence's state at its
 own end; bad lengths are refused by name."""
+
+import json
 
 import jax
 import jax.numpy as jnp
@@ -128,3 +130,29 @@ def test_bad_lengths_are_refused_by_name(lengths, named):
                 lengths_train=lengths)
     with pytest.raises(ValueError, match="lengths must"):
         classifier("s4d")(np.zeros((2, L, 2), np.float32), lengths)
+
+
+def test_the_cli_trains_and_resumes_on_an_npz_file_with_lengths(tmp_path, capsys):
+    """Your own data set with lengths through the command line: trained, saved, resumed and
+    extended (the file's path is stored with the run); a file without its arrays is refused
+    by name."""
+    from annotated_ssm.cli import main
+    from annotated_ssm.data import load_npz
+
+    x, y, _ = padded_batch()
+    arrays = dict(x_train=np.tile(x, (5, 1, 1)), y_train=np.tile(y, 5), x_test=x, y_test=y,
+                  lengths_train=np.tile(LENGTHS, 5), lengths_test=LENGTHS)
+    np.savez(tmp_path / "mine.npz", **arrays)
+    data = load_npz(tmp_path / "mine.npz")
+    assert data.n_classes == 3 and np.array_equal(data.lengths_test, LENGTHS)
+    common = ["--layer", "s4d", "--d-model", "8", "--n-layers", "1", "--batch-size", "10",
+              "--json"]
+    assert main(["--dataset", str(tmp_path / "mine.npz"), "--epochs", "1", *common,
+                 "--checkpoint", str(tmp_path / "run")]) == 0
+    assert main(["--resume", str(tmp_path / "run"), "--epochs", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["dataset"] == str(tmp_path / "mine.npz") and summary["epochs"] == 2
+
+    np.savez(tmp_path / "partial.npz", **{k: v for k, v in arrays.items() if k != "y_test"})
+    with pytest.raises(ValueError, match=r"partial.npz.*missing \['y_test'\]"):
+        load_npz(tmp_path / "partial.npz")
