@@ -107,7 +107,7 @@ data sets (--dataset):
   FILE.npz      your own: x_train, y_train, x_test, y_test (and lengths_train,
                 lengths_test for sequences of different lengths padded to one L),
                 as annotated_ssm.data.load_npz reads them
-  mnist1d, mnist1d_long, digits and digits_ar need the book's extra:
+  digits and digits_ar need the book's extra (scikit-learn):
   pip install "annotated-ssm[book]".
 
 examples:

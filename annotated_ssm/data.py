@@ -2,8 +2,9 @@
 
 Three work offline and are small enough for a laptop CPU:
 
-- ``mnist1d``: MNIST-1D (Greydanus 2020), generated locally by the ``mnist1d`` package's own
-  generator: 4000 training and 1000 test sequences of length 40, 10 classes.
+- ``mnist1d``: MNIST-1D (Greydanus 2020), generated locally by the ``mnist1d`` package's
+  generator (:mod:`annotated_ssm.mnist1d`, in the core install): 4000 training and 1000
+  test sequences of length 40, 10 classes.
 - ``digits``: scikit-learn's 8x8 handwritten digits read pixel by pixel (length 64).
   ``digits_ar`` is the same data as a causal regression task: predict row (or pixel) t from
   the ones before it, the setting for autoregressive generation.
@@ -32,7 +33,6 @@ import importlib.util
 import inspect
 import os
 import pathlib
-import random
 import tarfile
 from typing import Callable, Iterator
 
@@ -41,6 +41,7 @@ import pooch
 
 from ._validation import check_choice, check_positive_int, computation_dtypes
 from ._validation import check_seed
+from .mnist1d import SETTINGS, make_mnist1d
 
 __all__ = [
     "Dataset",
@@ -240,27 +241,12 @@ def _book_module(module: str, what: str):
 
 
 def _mnist1d_arrays(num_samples: int, seed: int, options: dict | None = None):
-    """Run the mnist1d package's generator (never its download) without touching the
-    caller's global random state (the generator seeds numpy's and Python's global RNGs)."""
-    mnist1d_data = _book_module("mnist1d.data", "the MNIST-1D data set")
-    get_dataset_args, make_dataset = mnist1d_data.get_dataset_args, mnist1d_data.make_dataset
-
-    args = get_dataset_args()
-    allowed = ("template_len", "padding", "scale_coeff", "max_translation", "corr_noise_scale",
-               "iid_noise_scale", "shear_scale", "final_seq_length")
+    """MNIST-1D's generator (:mod:`annotated_ssm.mnist1d`) with ``options`` checked."""
     for key, value in (options or {}).items():
-        check_choice("mnist1d option", key, allowed)
+        check_choice("mnist1d option", key, SETTINGS)
         if key in ("template_len", "final_seq_length"):
             check_positive_int(key, value, minimum=1)
-        setattr(args, key, value)
-    args.num_samples = num_samples
-    args.seed = seed
-    numpy_state, python_state = np.random.get_state(), random.getstate()
-    try:
-        return make_dataset(args)
-    finally:
-        np.random.set_state(numpy_state)
-        random.setstate(python_state)
+    return make_mnist1d(num_samples, seed, **(options or {}))
 
 
 def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
@@ -268,7 +254,7 @@ def load_mnist1d(num_samples: int = 5000, seed: int = 42, **options) -> Dataset:
     scaled and corrupted with noise; length 40. The defaults give the standard 4000/1000
     split of the paper. Returns x of shape (n, 40, 1).
 
-    ``options`` override the generator's settings (``mnist1d.get_dataset_args``), e.g.
+    ``options`` override the generator's settings (:data:`annotated_ssm.mnist1d.SETTINGS`), e.g.
     ``max_translation=1, shear_scale=0`` for digits that stay in place and keep their shape.
     """
     num_samples = check_positive_int("num_samples", num_samples, minimum=10)
@@ -518,8 +504,7 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
 }
 
 
-DATASET_NEEDS: dict[str, str] = {"mnist1d": "mnist1d", "mnist1d_long": "mnist1d",
-                                 "digits": "sklearn", "digits_ar": "sklearn"}
+DATASET_NEEDS: dict[str, str] = {"digits": "sklearn", "digits_ar": "sklearn"}
 """The module of the ``book`` extra each data set is generated with (the others need none)."""
 
 
@@ -535,8 +520,8 @@ def check_dataset_installed(name: str) -> None:
         found = False
     if not found:
         raise ImportError(f"data set {name!r} needs {module!r}, which is part of the book's "
-                          'extra: pip install "annotated-ssm[book]" (or choose --dataset smnist '
-                          "or scifar, which only need the core install).")
+                          'extra: pip install "annotated-ssm[book]" (or choose --dataset mnist1d, '
+                          "mnist1d_long, smnist or scifar, which only need the core install).")
 
 
 DATASET_TASKS: dict[str, str] = {name: "regression" if name == "digits_ar" else "classification"

@@ -19,6 +19,7 @@ from reference import message
 
 from annotated_ssm import data
 from annotated_ssm.data import batches, load_dataset, read_cifar_binary, read_idx, validation_split
+from annotated_ssm.mnist1d import make_mnist1d
 
 
 
@@ -38,7 +39,7 @@ def test_mnist1d_generated_locally(no_network):
     random.seed(123)
     before_np, before_py = np.random.get_state()[1].copy(), random.getstate()
     ds = load_dataset("mnist1d", num_samples=500)
-    # the generator seeds numpy's global RNG; ours puts the caller's state back
+    # the mnist1d package seeds numpy's global RNG; ours draws from its own
     np.testing.assert_array_equal(np.random.get_state()[1], before_np)
     assert random.getstate() == before_py
     assert ds.x_train.shape == (400, 40, 1) and ds.x_test.shape == (100, 40, 1)
@@ -49,6 +50,20 @@ def test_mnist1d_generated_locally(no_network):
     np.testing.assert_array_equal(ds.x_train, again.x_train)
     other = load_dataset("mnist1d", num_samples=500, seed=1)
     assert not np.array_equal(ds.x_train, other.x_train)
+
+
+@pytest.mark.parametrize("settings", [dict(num_samples=5000, seed=42),
+                                      dict(num_samples=300, seed=7, max_translation=1,
+                                           shear_scale=0, padding=[36, 72])])
+def test_mnist1d_is_the_mnist1d_packages_data_bit_for_bit(settings):
+    """The core's generator against the package it is taken from (in the test environment)."""
+    mnist1d_data = pytest.importorskip("mnist1d.data")
+    args = mnist1d_data.get_dataset_args()
+    for key, value in settings.items():
+        setattr(args, key, value)
+    theirs, ours = mnist1d_data.make_dataset(args), make_mnist1d(**settings)
+    for key in ("x", "y", "x_test", "y_test"):
+        np.testing.assert_array_equal(ours[key], theirs[key])
 
 
 def test_mnist1d_default_is_the_papers_split():
@@ -280,9 +295,8 @@ def test_a_book_data_set_without_the_extra_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # import fails as if not installed
     with pytest.raises(ImportError, match=r'needs .sklearn.*pip install "annotated-ssm\[book\]"'):
         load_dataset("digits")
-    monkeypatch.setitem(sys.modules, "mnist1d.data", None)
-    with pytest.raises(ImportError, match=r'MNIST-1D data set needs .mnist1d.*annotated-ssm\[book\]'):
-        load_dataset("mnist1d", num_samples=100)
+    monkeypatch.setitem(sys.modules, "mnist1d", None)  # the core generates MNIST-1D itself
+    assert len(load_dataset("mnist1d", num_samples=100).x_train) == 80
 
 
 def test_mnist1d_generator_options():
