@@ -77,7 +77,8 @@ def duality_chapter(mode: str) -> dict:
     test set's size (``TEST``, evaluated in one call).
 
     The GPU mode has four times the pairs (sequences of 33 tokens instead of 9) from four
-    times the keys, twice the width and state, and more and larger steps."""
+    times the keys, twice the values, width and state, and five times the steps, of twice
+    the sequences, at half the learning rate."""
     _check_mode(mode)
     if mode == "gpu":
         return dict(TASK=dict(pairs=16, keys=32, values=16), WIDTH=64, STATE=16, HEAD_DIM=16,
