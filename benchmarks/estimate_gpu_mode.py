@@ -258,10 +258,10 @@ def duality_chapter_steps(mode: str = "gpu", models=("s4d", "mamba", "mamba2"),
     from annotated_ssm.model import SequenceClassifier
 
     sizes = duality_chapter(mode)
-    task, steps_, batch = sizes["TASK"], sizes["STEPS"], sizes["BATCH"]
+    task, n_steps, batch = sizes["TASK"], sizes["STEPS"], sizes["BATCH"]
     channels, length = task["keys"] + task["values"], 2 * task["pairs"] + 1
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(
-        optax.warmup_cosine_decay_schedule(0.0, sizes["LEARNING_RATE"], steps_ // 10, steps_)))
+        optax.warmup_cosine_decay_schedule(0.0, sizes["LEARNING_RATE"], n_steps // 10, n_steps)))
     configs = duality_chapter_configs(sizes)
     steps = []
     for name in models:
@@ -290,7 +290,7 @@ def duality_chapter_steps(mode: str = "gpu", models=("s4d", "mamba", "mamba2"),
         x = jax.ShapeDtypeStruct((seeds, batch, length), jnp.int32)
         y = jax.ShapeDtypeStruct((seeds, batch), jnp.int32)
         steps.append(analyse(train, (params, opt_state), x, y,
-                             name=f"{name}: step ({seeds} × B = {batch})", calls=steps_,
+                             name=f"{name}: step ({seeds} × B = {batch})", calls=n_steps,
                              compilations=1))
         x = jax.ShapeDtypeStruct((sizes["TEST"], length), jnp.int32)
         steps.append(analyse(predict, (params,), x,
