@@ -1,6 +1,6 @@
-"""How long the GPU mode of chapters 8 and 9 takes on a GPU, estimated from XLA's analysis.
+"""How long the GPU mode of chapters 8, 9 and 10 takes on a GPU, estimated from XLA's analysis.
 
-    python benchmarks/estimate_gpu_mode.py                # both chapters, T4 and H100
+    python benchmarks/estimate_gpu_mode.py                # the three chapters, T4 and H100
     python benchmarks/estimate_gpu_mode.py --chapter 9    # one chapter
     python benchmarks/estimate_gpu_mode.py --paper        # the paper-scale CLI runs
 
@@ -56,7 +56,7 @@ GPUS = {
 }
 EFFICIENCY = 0.5
 FLOOR = 10e-3
-OTHER_CELLS = {8: 90.0, 9: 30.0}  # seconds of a chapter's other cells, as in CPU mode
+OTHER_CELLS = {8: 90.0, 9: 30.0, 10: 50.0}  # seconds of a chapter's other cells, as in CPU mode
 
 
 @dataclasses.dataclass
@@ -218,6 +218,87 @@ def selective_chapter_steps(mode: str = "gpu", layers=("s4d", "s6")) -> list[Ste
     return steps
 
 
+def duality_chapter_configs(sizes: dict) -> dict:
+    """Chapter 10's three models (its ``CONFIGS``), at the sizes of one mode."""
+    from annotated_ssm.config import ModelConfig
+
+    common = dict(d_model=sizes["WIDTH"], n_layers=2, state_size=sizes["STATE"],
+                  pooling="last")
+    return {
+        "s4d": ModelConfig(layer="s4d", step_min=0.01, step_max=1.0, **common),
+        "mamba": ModelConfig(layer="s6", block="mamba", **common),
+        "mamba2": ModelConfig(layer="ssd", block="mamba2",
+                              layer_options={"head_dim": sizes["HEAD_DIM"]}, **common),
+    }
+
+
+def with_gpu_methods(model):
+    """``model`` with every S6 layer inside it (a Mamba block's too, which takes no layer
+    options) set to the GPU's method within a chunk (``GPU_LAYER_OPTIONS``)."""
+    from flax import nnx
+
+    from annotated_ssm.layers import S6Layer
+
+    for _, node in nnx.iter_graph(model):
+        if isinstance(node, S6Layer):
+            node.within_chunk = GPU_LAYER_OPTIONS["s6"]["within_chunk"]
+    return model
+
+
+def duality_chapter_steps(mode: str = "gpu", models=("s4d", "mamba", "mamba2"),
+                          seeds: int = 3) -> list[Step]:
+    """Chapter 10: per model, the seeds trained side by side (``jax.vmap``) for STEPS steps,
+    then one evaluation of the TEST sequences (chapter 10's ``train_seeds``)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    from annotated_ssm.book.recipes import duality_chapter
+    from annotated_ssm.model import SequenceClassifier
+
+    sizes = duality_chapter(mode)
+    task, n_steps, batch = sizes["TASK"], sizes["STEPS"], sizes["BATCH"]
+    channels, length = task["keys"] + task["values"], 2 * task["pairs"] + 1
+    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(
+        optax.warmup_cosine_decay_schedule(0.0, sizes["LEARNING_RATE"], n_steps // 10, n_steps)))
+    configs = duality_chapter_configs(sizes)
+    steps = []
+    for name in models:
+        replicas = [with_gpu_methods(SequenceClassifier(configs[name], channels, task["values"],
+                                                        rngs=nnx.Rngs(seed)))
+                    for seed in range(seeds)]
+        graphdef, _, rest = nnx.split(replicas[0], nnx.Param, ...)
+        params = jax.tree.map(lambda *p: jnp.stack(p),
+                              *[nnx.split(m, nnx.Param, ...)[1] for m in replicas])
+        opt_state = jax.vmap(optimizer.init)(params)
+
+        def logits(p, tokens, graphdef=graphdef, rest=rest):
+            return nnx.merge(graphdef, p, rest)(jax.nn.one_hot(tokens, channels))
+
+        @jax.vmap
+        def train(p, opt_state, tokens, labels, logits=logits):
+            def loss(p):
+                return optax.softmax_cross_entropy_with_integer_labels(
+                    logits(p, tokens), labels).mean()
+            updates, opt_state = optimizer.update(jax.grad(loss)(p), opt_state, p)
+            return optax.apply_updates(p, updates), opt_state
+
+        def predict(p, tokens, logits=logits):
+            return jax.vmap(logits, (0, None))(p, tokens).argmax(-1)
+
+        x = jax.ShapeDtypeStruct((seeds, batch, length), jnp.int32)
+        y = jax.ShapeDtypeStruct((seeds, batch), jnp.int32)
+        steps.append(analyse(train, (params, opt_state), x, y,
+                             name=f"{name}: step ({seeds} × B = {batch})", calls=n_steps,
+                             compilations=1))
+        x = jax.ShapeDtypeStruct((sizes["TEST"], length), jnp.int32)
+        steps.append(analyse(predict, (params,), x,
+                             name=f"{name}: evaluation (B = {sizes['TEST']})", calls=1,
+                             compilations=1))
+    return steps
+
+
 def chapter_estimate(chapter: int, steps: list[Step]) -> list[str]:
     """The lines printed for one chapter: each program, then the totals per GPU."""
     lines = [f"Chapter {chapter}, GPU mode",
@@ -289,7 +370,8 @@ def paper_estimates() -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--chapter", type=int, choices=(8, 9), nargs="*", default=[8, 9])
+    parser.add_argument("--chapter", type=int, choices=(8, 9, 10), nargs="*",
+                        default=[8, 9, 10])
     parser.add_argument("--paper", action="store_true", help="also the paper-scale CLI runs")
     args = parser.parse_args(argv)
     import jax
@@ -299,7 +381,8 @@ def main(argv=None) -> None:
           f"{EFFICIENCY} + {FLOOR * 1e3:.0f} ms per call, plus compilations; "
           + "; ".join(f"{gpu} {bw / 1e9:.0f} GB/s, {peak / 1e12:.1f} TFLOP/s float32"
                       for gpu, (bw, peak, _) in GPUS.items()))
-    builders = {8: training_chapter_steps, 9: selective_chapter_steps}
+    builders = {8: training_chapter_steps, 9: selective_chapter_steps,
+                10: duality_chapter_steps}
     for chapter in args.chapter:
         print("\n".join(chapter_estimate(chapter, builders[chapter]("gpu"))))
     if args.paper:

@@ -40,6 +40,15 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 </testsuite></testsuites>"""
 
 
+def test_by_default_it_runs_every_chapter_and_the_test_files_not_left_out():
+    paths = test_gpu.default_paths()
+    chapters = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.ipynb"))
+    assert [path for path in paths if path.endswith(".ipynb")] == chapters
+    assert {"book/09_selective.ipynb", "book/10_duality.ipynb"} <= set(chapters)
+    assert "tests/test_gpu_mode.py" in paths
+    assert not set(test_gpu.LEFT_OUT) & set(paths)
+
+
 def test_the_summary_has_a_line_per_chapter_and_the_counts():
     chapters = ["book/01_a.ipynb", "book/02_b.ipynb", "book/03_c.ipynb"]
     summary = test_gpu.summarize(JUNIT, chapters)

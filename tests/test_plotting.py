@@ -93,6 +93,7 @@ def _figures():
                                                                         np.full(32, 0.02)),
         "input_weights_figure": lambda: plotting.input_weights_figure(
             {"S4D (LTI)": weights, "S6 (selective)": weights}, ylabel=r"$|\partial y_{31} / \partial u_s|$"),
+        "mamba_block_figure": lambda: plotting.mamba_block_figure(expand=2, d_conv=4),
         "kernel_lengths_figure": lambda: plotting.kernel_lengths_figure(
             {"DSS-exp": (kernels[0], kernels[0]), "DSS-softmax: 34% apart": (kernels[0], kernels[1]),
              "S4D": (kernels[1], kernels[1])}, short=100, long=200),
@@ -233,6 +234,14 @@ def test_mode_survival_counts_the_useful_modes():
 def test_delta_by_token_counts_the_opened_channels():
     fig = plotting.delta_by_token_figure([0.4, 0.05, 0.1], [0.1, 0.1, 0.01])
     assert fig.axes[0].get_title().startswith("2 of 3 channels")
+    plt.close(fig)
+
+
+def test_mamba_block_figure_draws_the_blocks_settings():
+    fig = plotting.mamba_block_figure(expand=3, d_conv=5)
+    texts = [text.get_text() for text in fig.axes[0].texts]
+    assert any("E = 3H" in text for text in texts)
+    assert any("W = 5" in text and "last 4 inputs (B, 4, E)" in text for text in texts)
     plt.close(fig)
 
 

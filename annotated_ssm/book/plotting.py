@@ -1021,3 +1021,69 @@ def c_tilde_gap_figure(durations, gaps: dict, *, marked: dict | None = None):
         ax.set_title(r"$\tilde C = C(I - \bar A^L)$ meets $C$ as $\bar A^L$ decays")
         ax.legend(loc="lower left")
     return fig
+
+
+# --- Chapter 9: Mamba's block ---------------------------------------------------------------
+__all__ += ["mamba_block_figure"]
+
+
+def mamba_block_figure(*, expand: int = 2, d_conv: int = 4):
+    """Mamba's block as a dataflow diagram, each arrow labelled with its array's shape, for a
+    batch of B sequences of L steps with H channels, E = ``expand`` · H inner channels, W =
+    ``d_conv`` taps and N states per channel: in_proj to x and z, causal depthwise conv1d and
+    SiLU on x, S6, the gate y · SiLU(z), out_proj. The two boxes that carry a state from step
+    to step (the recurrence) say which. The shapes are drawn, not computed.
+    """
+    inner = "(B, L, E)"
+    left, right, middle = 2.9, 8.2, 5.0
+    # name: (x, y, text, face colour), top to bottom
+    boxes = {
+        "in": (middle, 8.2, f"in_proj: H → 2E  (E = {expand}H)", "#e8e8e8"),
+        "conv": (left, 6.3, f"causal depthwise conv1d, W = {d_conv}\n"
+                            f"state: last {d_conv - 1} inputs (B, {d_conv - 1}, E)", "#cfe2f3"),
+        "silu x": (left, 4.95, "SiLU", "#e8e8e8"),
+        "s6": (left, 3.6, "S6: Δ, B, C from x\nstate (B, E, N)", "#f9cb9c"),
+        "silu z": (right, 3.6, "SiLU", "#e8e8e8"),
+        "gate": (middle, 2.15, "y · SiLU(z)", "#e8e8e8"),
+        "out": (middle, 1.0, "out_proj: E → H", "#e8e8e8"),
+    }
+    # (from, to, label): an arrow between two boxes, its label beside it on the outer side
+    arrows = [("in", "conv", "x " + inner), ("in", "silu z", "z " + inner),
+              ("conv", "silu x", inner), ("silu x", "s6", inner), ("s6", "gate", "y " + inner),
+              ("silu z", "gate", inner), ("gate", "out", inner)]
+    with page_style():
+        fig, ax = page_figure(height=5.0)
+        ax.set_xlim(0, 10)
+        ax.set_ylim(-0.1, 9.6)
+        ax.set_axis_off()
+        texts = {name: ax.text(x, y, text, ha="center", va="center", multialignment="center",
+                               bbox=dict(boxstyle="round,pad=0.35", fc=colour, ec="0.3", lw=1))
+                 for name, (x, y, text, colour) in boxes.items()}
+        fig.draw_without_rendering()
+        to_data = ax.transData.inverted()
+        extent = {name: to_data.transform(text.get_bbox_patch().get_window_extent())
+                  for name, text in texts.items()}  # [[x0, y0], [x1, y1]] in data units
+
+        def arrow(start, end):
+            ax.annotate("", xy=end, xytext=start, arrowprops=dict(
+                arrowstyle="-|>", color="0.3", lw=1.2, mutation_scale=12, shrinkA=0, shrinkB=0))
+
+        def label(x, y, text, side):
+            ax.text(x + (0.2 if side == "right" else -0.2), y, text, va="center",
+                    ha="left" if side == "right" else "right")
+
+        ax.text(middle, 9.35, "u (B, L, H)", ha="center", va="center")
+        arrow((middle, 9.05), (middle, extent["in"][1, 1]))
+        for start, end, text in arrows:
+            x0, x1 = boxes[start][0], boxes[end][0]
+            if start == "in":  # leave in_proj's bottom edge towards the branch
+                x0 = middle + (x1 - middle) * 0.35
+            elif x0 != x1:  # enter the gate from its side
+                x1 = x1 + 0.5 * np.sign(x0 - x1)
+            y0, y1 = extent[start][0, 1], extent[end][1, 1]
+            arrow((x0, y0), (x1, y1))
+            side = "right" if x0 > middle or (x0 == x1 == middle) else "left"
+            label((x0 + x1) / 2, (y0 + y1) / 2, text, side)
+        arrow((middle, extent["out"][0, 1]), (middle, 0.05))
+        label(middle, 0.25, "(B, L, H)", "right")
+    return fig

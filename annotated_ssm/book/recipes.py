@@ -1,6 +1,6 @@
-"""The sizes of the two training chapters, in both modes, in one place.
+"""The sizes of the three training chapters, in both modes, in one place.
 
-Chapters 8 and 9 have one switch, ``MODE``: ``"cpu"`` (the default, what the website shows:
+Chapters 8, 9 and 10 have one switch, ``MODE``: ``"cpu"`` (the default, what the website shows:
 each chapter in a few minutes on a CPU) or ``"gpu"`` (longer sequences and wider models,
 sized to finish within 20 minutes on a Colab T4). The chapters read their sizes from here,
 and so do ``tests/test_gpu_mode.py`` (which runs the GPU mode's code paths) and
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from annotated_ssm.config import ModelConfig, TrainConfig
 
-__all__ = ["MODES", "training_chapter", "selective_chapter"]
+__all__ = ["MODES", "training_chapter", "selective_chapter", "duality_chapter"]
 
 MODES = ("cpu", "gpu")
 
@@ -67,3 +67,21 @@ def selective_chapter(mode: str) -> dict:
                     STEPS=3000, BATCH=32, LEARNING_RATES=(2e-3, 5e-3), EVAL_BATCH=500)
     return dict(TASK=dict(length=32, n_memorize=4, vocab=8), WIDTH=32, STATE=8, STEPS=1000,
                 BATCH=32, LEARNING_RATES=(2e-3, 5e-3), EVAL_BATCH=500)
+
+
+def duality_chapter(mode: str) -> dict:
+    """Chapter 10's sizes: the associative-recall task (``TASK``: key-value pairs per
+    sequence, keys and values to draw from), the three models (``WIDTH``, ``STATE``, and
+    ``HEAD_DIM``, the channels of a Mamba-2 head), the training budget (``STEPS`` of
+    ``BATCH`` fresh sequences at ``LEARNING_RATE``, the seeds trained side by side) and the
+    test set's size (``TEST``, evaluated in one call).
+
+    The GPU mode has four times the pairs (sequences of 33 tokens instead of 9) from four
+    times the keys, twice the values, width and state, and five times the steps, of twice
+    the sequences, at half the learning rate."""
+    _check_mode(mode)
+    if mode == "gpu":
+        return dict(TASK=dict(pairs=16, keys=32, values=16), WIDTH=64, STATE=16, HEAD_DIM=16,
+                    STEPS=3000, BATCH=64, LEARNING_RATE=5e-3, TEST=1000)
+    return dict(TASK=dict(pairs=4, keys=8, values=8), WIDTH=32, STATE=8, HEAD_DIM=16, STEPS=600,
+                BATCH=32, LEARNING_RATE=1e-2, TEST=1000)
