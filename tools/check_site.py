@@ -375,6 +375,9 @@ def screenshots(browser: Browser, base: str, headings_page: str, chapters: list[
         figure = page.locator("article .cell_output img").first
         if figure.count():
             figure.scroll_into_view_if_needed()
+            # A lazy image has no width until it has loaded: measure it after.
+            page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                                   arg=figure.element_handle())
             box = figure.bounding_box()
             shot = shots / f"{slug(name)}_400.png"
             figure.screenshot(path=shot)
@@ -443,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             if (args.site / target).exists():
                 chosen.append(target)
     chosen = list(dict.fromkeys(chosen))  # a page reached directly and by a redirect: once
-    chapters = [page for page in chosen if page.startswith("book/0")]
+    chapters = [page for page in chosen if CHAPTER.match(page)]  # book/01_ … book/10_
     bad = 0
     heaviest = (0, "")
     for page, target in redirects.items():
