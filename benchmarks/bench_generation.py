@@ -21,8 +21,9 @@ process, side by side:
   program per prefix length, the loop over tokens inside it).
 
 Times: each variant runs once to compile (excluded), then ``--repeats`` times, and a quick
-one as often as fits in a second (up to 100 runs); the median is reported as tokens per second (n / time, the prefill included in ``recurrence``) and the
-ratio recurrence / recompute. ``max diff`` is the largest difference between the two
+one as often as fits in a second (up to 100 runs); the median is reported as tokens per
+second (n / time, the prefill included in ``recurrence``) and the ratio recurrence /
+recompute. ``max diff`` is the largest difference between the two
 generated sequences relative to their scale (they compute the same thing; float32 rounding
 grows along the fed-back sequence). This is a benchmark, not a test; it runs unchanged on a
 CPU or a GPU. The S4 paper's "60× faster generation" is a whole model's measurement on its
