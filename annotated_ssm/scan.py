@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator",
+__all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "chunked_recurrence", "CHUNK_SIZE",
+           "ssm_recurrence", "binary_operator",
            "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK",
            "ssd_step", "ssd_recurrence", "segment_sum", "ssd_quadratic", "ssd_scan", "SSD_CHUNK_SIZE"]
 
@@ -440,6 +441,70 @@ def _engine_bwd(system, readout, T, reverse, method, residuals, cotangents):
 
 
 _engine.defvjp(_engine_fwd, _engine_bwd)
+
+
+def _given_system(params, xs):
+    """A recurrence whose a and b are given step by step: xs = (a, b)."""
+    return xs
+
+
+def _invariant_system(a, b):
+    """A recurrence with one a for every step (params), b given step by step (xs)."""
+    return a, b
+
+
+def _states(params, xs, h):
+    """The readout that returns the states themselves."""
+    return h
+
+
+#: Steps per chunk of :func:`chunked_recurrence` when a caller has no reason to choose.
+CHUNK_SIZE = 64
+
+
+def chunked_recurrence(a, b, *, axis: int = 0, reverse: bool = False, initial_state=None,
+                       chunk_size: int = CHUNK_SIZE, within_chunk: str | None = None):
+    """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` along ``axis`` of b, and the final state,
+    by the chunked engine: the states chunk by chunk from the state carried between chunks,
+    and a gradient that is the adjoint recurrence run backwards over the same chunks from
+    the states entering each chunk (no per-step residuals). Same recurrence, arguments and
+    states as :func:`linear_recurrence` (which runs one associative scan over all L steps).
+
+    Args:
+        a: broadcastable to b; a time-invariant a has size 1 on the time axis (or omits it
+            with every axis before it) and stays that small.
+        b: (..., L, ...) with time on ``axis``.
+        reverse: run backwards in time, ``x_ℓ = a_ℓ x_{ℓ+1} + b_ℓ``.
+        initial_state: x_{-1} (x_L with ``reverse``), broadcastable to b's shape without the
+            time axis; None: zeros.
+        chunk_size: T, steps per chunk (an integer >= 1; T >= L is one chunk).
+        within_chunk: "sequential" or "associative" (see :func:`selective_scan`); None: the
+            backend's default.
+
+    Returns:
+        (states, final_state): states of b's shape, final_state (x_{L-1}; x_0 with
+        ``reverse``) of b's shape without the time axis, in the dtype of a and b together.
+    """
+    b = jnp.asarray(b)
+    axis = axis % b.ndim
+    dtype = jnp.result_type(a, b)
+    a = jnp.asarray(a, dtype).reshape((1,) * (b.ndim - jnp.ndim(a)) + jnp.shape(a))
+    batch, L, rest = b.shape[:axis], b.shape[axis], b.shape[axis + 1:]
+    flat = (int(np.prod(batch)), L) + rest  # (batch, L, ...), the engine's layout; a reshape, no copy
+    if within_chunk is None:
+        within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
+    h0 = (jnp.zeros(flat[:1] + rest, dtype) if initial_state is None
+          else jnp.broadcast_to(jnp.asarray(initial_state, dtype), batch + rest).reshape(flat[:1] + rest))
+    args = (min(chunk_size, L), reverse, within_chunk)
+    if a.shape[axis] == 1 and L > 1:  # time invariant: a enters as a parameter, (batch or 1, ...)
+        a = jnp.squeeze(a, axis)
+        a = a.reshape((1,) + a.shape[axis:]) if np.prod(a.shape[:axis]) == 1 else \
+            jnp.broadcast_to(a, batch + a.shape[axis:]).reshape(flat[:1] + a.shape[axis:])
+        states, final = _engine(_invariant_system, _states, *args, a, b.astype(dtype).reshape(flat), h0)
+    else:
+        xs = tuple(jnp.broadcast_to(x, b.shape).astype(dtype).reshape(flat) for x in (a, b))
+        states, final = _engine(_given_system, _states, *args, (), xs, h0)
+    return states.reshape(b.shape), final.reshape(batch + rest)
 
 
 # =============================================================================================
