@@ -502,8 +502,10 @@ def chunked_recurrence(a, b, *, axis: int = 0, reverse: bool = False, initial_st
             jnp.broadcast_to(a, batch + a.shape[axis:]).reshape(flat[:1] + a.shape[axis:])
         states, final = _engine(_invariant_system, _states, *args, a, b.astype(dtype).reshape(flat), h0)
     else:
-        xs = tuple(jnp.broadcast_to(x, b.shape).astype(dtype).reshape(flat) for x in (a, b))
-        states, final = _engine(_given_system, _states, *args, (), xs, h0)
+        # a keeps its own size-1 axes after time (a decay shared by a row of states stays one
+        # number per step); only its batch axes are made b's, to be flattened with them.
+        a = jnp.broadcast_to(a, batch + a.shape[axis:]).reshape(flat[:2] + a.shape[axis + 1:])
+        states, final = _engine(_given_system, _states, *args, (), (a, b.astype(dtype).reshape(flat)), h0)
     return states.reshape(b.shape), final.reshape(batch + rest)
 
 
@@ -685,7 +687,7 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     1. the diagonal blocks, by the quadratic form inside each chunk (:func:`ssd_quadratic`);
     2. each chunk's own final state, from its inputs decayed to the chunk's end
        (the right factor B of the low-rank off-diagonal blocks);
-    3. a scan over chunks (``lax.associative_scan``) of the states entering each chunk, a
+    3. a scan over chunks (:func:`chunked_recurrence`) of the states entering each chunk, a
        whole chunk decaying by exp(Σ log_a) over it, starting from ``initial_state``
        (the middle factor: the decays between chunks);
     4. each chunk's output from the state entering it, decayed from the chunk's start
@@ -739,8 +741,7 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     if initial_state is None:
         initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
     initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
-    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
-    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
+    ends, final_state = chunked_recurrence(chunk_decay, chunk_states, axis=1, initial_state=initial_state)
     entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
 
     # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
@@ -748,4 +749,4 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
     y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
     y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
-    return y, ends[:, -1].reshape(batch, heads, head_dim, state)
+    return y, final_state.reshape(batch, heads, head_dim, state)
