@@ -158,10 +158,12 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
 
     The sequence is cut into chunks of ``chunk_size`` steps; ``lax.scan`` over the chunks
     carries the state (B, H, N); a chunk computes its decays, inputs and states from the
-    carried state and reads them out at once, so only its y (B, T, H) and its last state
-    leave it. The chunk is under ``jax.checkpoint``: the backward pass recomputes a chunk's
-    states instead of storing them. Memory: O(B·L·(H + N) + B·(L/T)·H·N + B·T·H·N), against
-    O(B·L·H·N) for the whole parallel scan.
+    carried state and reads them out as they are made, so only its y (B, T, H) and its last
+    state leave it (the chunked engine below). The gradient is written by hand: the adjoint
+    recurrence run backwards over the same chunks, each recomputing its states from the
+    state that entered it (the only states kept), then pulling the cotangents of exp(ΔA) and
+    ΔuB back to Δ, A, B, u in the same pass. Memory: O(B·L·(H + N) + B·(L/T)·H·N + B·T·H·N),
+    against O(B·L·H·N) for the whole parallel scan.
 
     Args:
         u: (..., L, H) inputs.
