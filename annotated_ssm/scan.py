@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "ssm_recurrence", "binary_operator",
+__all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "chunked_recurrence", "CHUNK_SIZE",
+           "ssm_recurrence", "binary_operator",
            "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK",
            "ssd_step", "ssd_recurrence", "segment_sum", "ssd_quadratic", "ssd_scan", "SSD_CHUNK_SIZE"]
 
@@ -157,10 +158,12 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
 
     The sequence is cut into chunks of ``chunk_size`` steps; ``lax.scan`` over the chunks
     carries the state (B, H, N); a chunk computes its decays, inputs and states from the
-    carried state and reads them out at once, so only its y (B, T, H) and its last state
-    leave it. The chunk is under ``jax.checkpoint``: the backward pass recomputes a chunk's
-    states instead of storing them. Memory: O(B·L·(H + N) + B·(L/T)·H·N + B·T·H·N), against
-    O(B·L·H·N) for the whole parallel scan.
+    carried state and reads them out as they are made, so only its y (B, T, H) and its last
+    state leave it (the chunked engine below). The gradient is written by hand: the adjoint
+    recurrence run backwards over the same chunks, each recomputing its states from the
+    state that entered it (the only states kept), then pulling the cotangents of exp(ΔA) and
+    ΔuB back to Δ, A, B, u in the same pass. Memory: O(B·L·(H + N) + B·(L/T)·H·N + B·T·H·N),
+    against O(B·L·H·N) for the whole parallel scan.
 
     Args:
         u: (..., L, H) inputs.
@@ -216,29 +219,11 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
     if within_chunk is None:
         within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
     *batch_shape, L, H = u.shape
-    T = min(chunk_size, L)
-    n_chunks = -(-L // T)
-
-    def padded(x):
-        """(..., L, ·) -> (batch, n_chunks·T, ·). The padding steps have Δ = 0: exp(0·A) = 1
-        and 0·B = 0, so they pass the state through unchanged."""
-        x = x.reshape(-1, L, x.shape[-1])
-        return x if n_chunks * T == L else jnp.pad(x, ((0, 0), (0, n_chunks * T - L), (0, 0)))
-
-    inputs = tuple(map(padded, (u, step, B, C)))
-    one_chunk = _sequential_chunk if within_chunk == "sequential" else _associative_chunk
-
-    @jax.checkpoint  # the backward pass recomputes the chunk's states from x and the inputs
-    def chunk(x, index):
-        # The chunk's steps, time-major (T, batch, ·), sliced here rather than passed as the
-        # scan's xs: xs would be a transposed copy of every input.
-        chunk_inputs = tuple(jnp.moveaxis(jax.lax.dynamic_slice_in_dim(z, index * T, T, axis=1), 1, 0)
-                             for z in inputs)
-        return one_chunk(A, x, chunk_inputs, reverse=reverse)
-
+    inputs = tuple(x.reshape(-1, L, x.shape[-1]) for x in (u, step, B, C))  # (batch, L, ·)
     x0 = given[0].reshape(-1, H, N) if given else jnp.zeros((inputs[0].shape[0], H, N), dtype)
-    final, y = jax.lax.scan(chunk, x0, jnp.arange(n_chunks), reverse=reverse)  # y (n_chunks, T, batch, H)
-    y = jnp.moveaxis(y.reshape(n_chunks * T, -1, H)[:L], 0, 1).reshape(*batch_shape, L, H)  # (..., L, H)
+    y, final = _engine(_selective_chunk_system, _selective_readout, min(chunk_size, L), reverse, within_chunk,
+                       A, inputs, x0)
+    y = y.reshape(*batch_shape, L, H)
     return (y, final.reshape(state_shape)) if return_state else y
 
 
@@ -247,27 +232,283 @@ def selective_system(step, A, B, u):
     return jnp.exp(step[..., None] * A), (step * u)[..., None] * B[..., None, :]
 
 
-def _sequential_chunk(A, x, inputs, *, reverse: bool):
-    """One chunk, step by step: state x (batch, H, N) and inputs (T, batch, ·) time-major ->
-    (the state after the chunk, y (T, batch, H)). Each state is read out as it is made."""
-    def one_step(x, inputs_t):
-        u_t, step_t, B_t, C_t = inputs_t
-        decay, drive = selective_system(step_t, A, B_t, u_t)
-        x = decay * x + drive
-        return x, jnp.einsum("bn,bhn->bh", C_t, x, precision=jax.lax.Precision.HIGHEST)
-
-    return jax.lax.scan(one_step, x, inputs, reverse=reverse)
+def _selective_chunk_system(A, inputs):
+    """a, b (..., H, N) of S6 inputs u, Δ (..., H), B, C (..., N): a chunk's or one step's."""
+    u, step, B, _ = inputs
+    return selective_system(step, A, B, u)
 
 
-def _associative_chunk(A, x, inputs, *, reverse: bool):
-    """One chunk by the parallel scan: the chunk's T states exist at once, (T, batch, H, N)."""
-    u_c, step_c, B_c, C_c = inputs
-    decay, drive = selective_system(step_c, A, B_c, u_c)
-    first, last = (-1, 0) if reverse else (0, -1)  # first: the step that meets the carried state
-    drive = drive.at[first].add(decay[first] * x)
-    _, states = jax.lax.associative_scan(binary_operator, (decay, drive), reverse=reverse, axis=0)
-    y = jnp.einsum("tbn,tbhn->tbh", C_c, states, precision=jax.lax.Precision.HIGHEST)
-    return states[last], y
+def _selective_readout(A, inputs, states):
+    """y = C · h, (..., H), of states (..., H, N): a chunk's (T, batch, ·) or one step's."""
+    return jnp.einsum("...n,...hn->...h", inputs[3], states, precision=jax.lax.Precision.HIGHEST)
+
+
+# --- the chunked engine: one chunk of states at a time, forwards and backwards --------------
+#
+# A recurrence h_t = a_t ⊙ h_{t-1} + b_t whose a, b are made chunk by chunk from compact
+# inputs by a `system` (S6's exp(Δ A) and Δ u B are B·L·H·N numbers each, its inputs
+# B·L·(2H + 2N)) and whose states are read out as they are made by a `readout` (S6's
+# y = C·h). Only the state entering each chunk is kept for the backward pass, which runs the
+# adjoint recurrence backwards in time, chunk by chunk:
+#
+#     g_t = ∂L/∂h_t (through the readout of step t)  +  a_{t+1} ⊙ g_{t+1}
+#     ∂L/∂a_t = g_t ⊙ h_{t-1},     ∂L/∂b_t = g_t,     ∂L/∂h_{-1} = a_0 ⊙ g_0
+#
+# (products, not conjugates, for complex numbers too: JAX's cotangents transpose a linear
+# map, they do not take its adjoint). A chunk recomputes its T states from the state
+# entering it, runs the adjoint over them and pulls ∂L/∂a, ∂L/∂b back to the inputs through
+# its own `system`: the backward pass holds one chunk of states, never all of them.
+#
+# Within a chunk, two methods. "sequential": one step after another, each step making its
+# own a_t, b_t and reading its state out, so that nothing of size T·(state) exists but the
+# states the backward pass recomputes (on a CPU, where the loop costs little, the fastest
+# and smallest). "associative": the chunk's a, b made at once and its states (and adjoints)
+# by ``lax.associative_scan``, log-depth (for a GPU, where the T steps run in parallel).
+#
+# The engine's layout: xs leaves (batch, L, ...) (a chunk is a slice along axis 1, handed to
+# system and readout time-major, (T, batch, ...), or one step (batch, ...)), the state
+# (batch, ...), ys (batch, L, ...). system(params, xs) -> (a, b), a broadcastable to b;
+# readout(params, xs, h) -> y; both work on a chunk or on one step alike.
+
+
+def _chunk_states(a, b, h, *, reverse: bool, method: str):
+    """The T states of h_t = a_t h_{t-1} + b_t, (T, ...), from the state h entering the chunk
+    (h_{-1}; h_T with ``reverse``), step by step or by the associative scan."""
+    a = jnp.broadcast_to(a, b.shape)
+    if method == "associative":
+        first = -1 if reverse else 0
+        b = b.at[first].add(a[first] * h)  # fold the entering state into the first step
+        return jax.lax.associative_scan(binary_operator, (a, b), reverse=reverse, axis=0)[1]
+
+    def step(h, ab):
+        h = ab[0] * h + ab[1]
+        return h, h
+
+    return jax.lax.scan(step, h, (a, b), reverse=reverse)[1]
+
+
+def _shifted(x, edge, *, later: bool):
+    """x (T, ...) moved one step in time, ``edge`` filling the gap: ``later`` puts x_{t+1}
+    at t (edge at T-1), otherwise x_{t-1} (edge at 0)."""
+    edge = jnp.broadcast_to(edge, x.shape[1:])[None]
+    return jnp.concatenate([x[1:], edge]) if later else jnp.concatenate([edge, x[:-1]])
+
+
+def _sum_to_shape(x, shape):
+    """x summed over the axes that broadcasting added or stretched to get from ``shape``."""
+    x = jnp.sum(x, axis=tuple(range(x.ndim - len(shape))))
+    return jnp.sum(x, axis=tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1), keepdims=True)
+
+
+def _padded(tree, T: int):
+    """Every leaf (batch, L, ...) zero-padded along time to a whole number of chunks."""
+    def pad(x):
+        extra = -x.shape[1] % T
+        return jnp.pad(x, [(0, 0), (0, extra)] + [(0, 0)] * (x.ndim - 2)) if extra else x
+    return jax.tree.map(pad, tree)
+
+
+def _read_chunk(tree, start, T: int):
+    """The T steps from ``start`` of every leaf (batch, L, ...), time-major (T, batch, ...)."""
+    return jax.tree.map(lambda x: jnp.moveaxis(jax.lax.dynamic_slice_in_dim(x, start, T, axis=1), 1, 0), tree)
+
+
+def _write_chunk(tree, chunk, start):
+    """Every leaf (batch, L, ...) with the time-major chunk (T, batch, ...) written at
+    ``start`` (in place: the buffers are a loop's carry)."""
+    return jax.tree.map(lambda x, c: jax.lax.dynamic_update_slice_in_dim(x, jnp.moveaxis(c, 0, 1), start, axis=1),
+                        tree, chunk)
+
+
+def _masked_system(system, params, xs, positions, length: int, padded: bool):
+    """(a, b) of the steps at ``positions`` (a scalar for one step, (T,) for a chunk); the
+    padding past ``length`` gets a = 1, b = 0, so the state passes it unchanged."""
+    a, b = system(params, xs)
+    if not padded:
+        return a, b
+    valid = (positions < length).reshape(jnp.shape(positions) + (1,) * (b.ndim - jnp.ndim(positions)))
+    return jnp.where(valid, a, 1).astype(a.dtype), jnp.where(valid, b, 0).astype(b.dtype)
+
+
+def _chunk_forward(system, readout, params, xs, positions, h, length, padded, *, reverse, method):
+    """One chunk from its entering state h: (its last state, ys (T, batch, ...), states (T, ...))."""
+    if method == "associative":
+        a, b = _masked_system(system, params, xs, positions, length, padded)
+        states = _chunk_states(a, b, h, reverse=reverse, method=method)
+        return states[0 if reverse else -1], readout(params, xs, states), states
+
+    def step(h, inputs):
+        xs_t, position = inputs
+        a, b = _masked_system(system, params, xs_t, position, length, padded)
+        h = a * h + b
+        return h, (readout(params, xs_t, h), h)
+
+    last, (ys, states) = jax.lax.scan(step, h, (xs, positions), reverse=reverse)
+    return last, ys, states
+
+
+def _chunk_backward(system, readout, params, xs, positions, h, d_ys, d_last, length, padded, *, reverse, method):
+    """One chunk's cotangents from d_ys (T, batch, ...) and d_last = ∂L/∂(its last state)
+    from the later chunks: (d_params, d_xs (T, batch, ...), ∂L/∂h for the entering state)."""
+    _, _, states = _chunk_forward(system, readout, params, xs, positions, h, length, padded,
+                                  reverse=reverse, method=method)
+    previous = _shifted(states, h, later=reverse)  # h_{t-1} (h_{t+1} with reverse)
+    first = -1 if reverse else 0
+
+    def pullback(xs, positions, states, previous, d_ys, g_from_later):
+        """Cotangents of params and xs from the readout and the system, given the chunk's (or
+        step's) states and the adjoint flowing in from the steps after; also g and a."""
+        (a, b), system_vjp = jax.vjp(lambda p, x: _masked_system(system, p, x, positions, length, padded),
+                                     params, xs)
+        _, readout_vjp = jax.vjp(readout, params, xs, states)
+        d_params_readout, d_xs_readout, d_states = readout_vjp(d_ys)
+        g = g_from_later(a, d_states)
+        d_params_system, d_xs_system = system_vjp((_sum_to_shape(g * previous, a.shape), g))
+        return (jax.tree.map(jnp.add, d_params_readout, d_params_system),
+                jax.tree.map(jnp.add, d_xs_readout, d_xs_system), jnp.broadcast_to(a, g.shape) * g)
+
+    if method == "associative":
+        def adjoint(a, d_states):
+            # g_t = d_states_t + a_{t+1} g_{t+1}: the recurrence backwards in time, a shifted by
+            # one step (step t+1 carries g_{t+1} back to h_t), d_last entering.
+            a = jnp.broadcast_to(a, d_states.shape)
+            return _chunk_states(_shifted(a, 1, later=not reverse), d_states, d_last, reverse=not reverse,
+                                 method=method)
+
+        d_params, d_xs, a_g = pullback(xs, positions, states, previous, d_ys, adjoint)
+        return d_params, d_xs, a_g[first]
+
+    def step(carry, inputs):
+        d_params, a_g_later = carry  # a_{t+1} g_{t+1}, what step t+1 sends back to h_t
+        d_p, d_x, a_g = pullback(*inputs, lambda a, d_states: d_states + a_g_later)
+        return (jax.tree.map(jnp.add, d_params, d_p), a_g), d_x
+
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    (d_params, d_entering), d_xs = jax.lax.scan(step, (zeros, d_last), (xs, positions, states, previous, d_ys),
+                                                reverse=not reverse)
+    return d_params, d_xs, d_entering
+
+
+def _engine_forward(system, readout, T, reverse, method, params, xs, h0):
+    """(ys (batch, L, ...), the final state, the state entering each chunk (n_chunks, batch, ...))."""
+    length = jax.tree.leaves(xs)[0].shape[1]
+    padded = length % T != 0
+    xs = _padded(xs, T)
+    starts = jnp.arange(0, length, T)
+    ys_shape = jax.eval_shape(lambda: readout(params, _read_chunk(xs, 0, T), jnp.zeros((T,) + h0.shape, h0.dtype)))
+    ys = jax.tree.map(lambda y: jnp.zeros((y.shape[1], len(starts) * T) + y.shape[2:], y.dtype), ys_shape)
+
+    def chunk(carry, start):
+        h, ys = carry
+        last, ys_c, _ = _chunk_forward(system, readout, params, _read_chunk(xs, start, T), start + jnp.arange(T),
+                                       h, length, padded, reverse=reverse, method=method)
+        return (last, _write_chunk(ys, ys_c, start)), h
+
+    (final, ys), entering = jax.lax.scan(chunk, (h0, ys), starts, reverse=reverse)
+    return jax.tree.map(lambda y: y[:, :length], ys), final, entering
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
+def _engine(system, readout, T, reverse, method, params, xs, h0):
+    """The chunked recurrence from h0 (batch, ...): (ys (batch, L, ...), the final state)."""
+    ys, final, _ = _engine_forward(system, readout, T, reverse, method, params, xs, h0)
+    return ys, final
+
+
+def _engine_fwd(system, readout, T, reverse, method, params, xs, h0):
+    ys, final, entering = _engine_forward(system, readout, T, reverse, method, params, xs, h0)
+    return (ys, final), (params, xs, entering)
+
+
+def _engine_bwd(system, readout, T, reverse, method, residuals, cotangents):
+    """The adjoint recurrence, chunk by chunk in the opposite direction of time."""
+    params, xs, entering = residuals
+    d_ys, d_final = cotangents
+    length = jax.tree.leaves(xs)[0].shape[1]
+    padded = length % T != 0
+    xs, d_ys = _padded(xs, T), _padded(d_ys, T)
+
+    def chunk(carry, inputs):
+        d_params, d_last, d_xs = carry  # d_last: ∂L/∂(the chunk's last state), from the later chunks
+        h, start = inputs
+        d_p, d_x, d_entering = _chunk_backward(
+            system, readout, params, _read_chunk(xs, start, T), start + jnp.arange(T), h,
+            _read_chunk(d_ys, start, T), d_last, length, padded, reverse=reverse, method=method)
+        return (jax.tree.map(jnp.add, d_params, d_p), d_entering, _write_chunk(d_xs, d_x, start)), None
+
+    zeros = jax.tree.map(jnp.zeros_like, (params, xs))
+    (d_params, d_h0, d_xs), _ = jax.lax.scan(chunk, (zeros[0], d_final, zeros[1]),
+                                             (entering, jnp.arange(0, length, T)), reverse=not reverse)
+    return d_params, jax.tree.map(lambda d: d[:, :length], d_xs), d_h0
+
+
+_engine.defvjp(_engine_fwd, _engine_bwd)
+
+
+def _given_system(params, xs):
+    """A recurrence whose a and b are given step by step: xs = (a, b)."""
+    return xs
+
+
+def _invariant_system(a, b):
+    """A recurrence with one a for every step (params), b given step by step (xs)."""
+    return a, b
+
+
+def _states(params, xs, h):
+    """The readout that returns the states themselves."""
+    return h
+
+
+#: Steps per chunk of :func:`chunked_recurrence` when a caller has no reason to choose.
+CHUNK_SIZE = 64
+
+
+def chunked_recurrence(a, b, *, axis: int = 0, reverse: bool = False, initial_state=None,
+                       chunk_size: int = CHUNK_SIZE, within_chunk: str | None = None):
+    """The states of ``x_ℓ = a_ℓ ⊙ x_{ℓ-1} + b_ℓ`` along ``axis`` of b, and the final state,
+    by the chunked engine: the states chunk by chunk from the state carried between chunks,
+    and a gradient that is the adjoint recurrence run backwards over the same chunks from
+    the states entering each chunk (no per-step residuals). Same recurrence, arguments and
+    states as :func:`linear_recurrence` (which runs one associative scan over all L steps).
+
+    Args:
+        a: broadcastable to b; a time-invariant a has size 1 on the time axis (or omits it
+            with every axis before it) and stays that small.
+        b: (..., L, ...) with time on ``axis``.
+        reverse: run backwards in time, ``x_ℓ = a_ℓ x_{ℓ+1} + b_ℓ``.
+        initial_state: x_{-1} (x_L with ``reverse``), broadcastable to b's shape without the
+            time axis; None: zeros.
+        chunk_size: T, steps per chunk (an integer >= 1; T >= L is one chunk).
+        within_chunk: "sequential" or "associative" (see :func:`selective_scan`); None: the
+            backend's default.
+
+    Returns:
+        (states, final_state): states of b's shape, final_state (x_{L-1}; x_0 with
+        ``reverse``) of b's shape without the time axis, in the dtype of a and b together.
+    """
+    b = jnp.asarray(b)
+    axis = axis % b.ndim
+    dtype = jnp.result_type(a, b)
+    a = jnp.asarray(a, dtype).reshape((1,) * (b.ndim - jnp.ndim(a)) + jnp.shape(a))
+    batch, L, rest = b.shape[:axis], b.shape[axis], b.shape[axis + 1:]
+    flat = (int(np.prod(batch)), L) + rest  # (batch, L, ...), the engine's layout; a reshape, no copy
+    if within_chunk is None:
+        within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
+    h0 = (jnp.zeros(flat[:1] + rest, dtype) if initial_state is None
+          else jnp.broadcast_to(jnp.asarray(initial_state, dtype), batch + rest).reshape(flat[:1] + rest))
+    args = (min(chunk_size, L), reverse, within_chunk)
+    if a.shape[axis] == 1 and L > 1:  # time invariant: a enters as a parameter, (batch or 1, ...)
+        a = jnp.squeeze(a, axis)
+        a = a.reshape((1,) + a.shape[axis:]) if np.prod(a.shape[:axis]) == 1 else \
+            jnp.broadcast_to(a, batch + a.shape[axis:]).reshape(flat[:1] + a.shape[axis:])
+        states, final = _engine(_invariant_system, _states, *args, a, b.astype(dtype).reshape(flat), h0)
+    else:
+        # a keeps its own size-1 axes after time (a decay shared by a row of states stays one
+        # number per step); only its batch axes are made b's, to be flattened with them.
+        a = jnp.broadcast_to(a, batch + a.shape[axis:]).reshape(flat[:2] + a.shape[axis + 1:])
+        states, final = _engine(_given_system, _states, *args, (), (a, b.astype(dtype).reshape(flat)), h0)
+    return states.reshape(b.shape), final.reshape(batch + rest)
 
 
 # =============================================================================================
@@ -448,7 +689,7 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     1. the diagonal blocks, by the quadratic form inside each chunk (:func:`ssd_quadratic`);
     2. each chunk's own final state, from its inputs decayed to the chunk's end
        (the right factor B of the low-rank off-diagonal blocks);
-    3. a scan over chunks (``lax.associative_scan``) of the states entering each chunk, a
+    3. a scan over chunks (:func:`chunked_recurrence`) of the states entering each chunk, a
        whole chunk decaying by exp(Σ log_a) over it, starting from ``initial_state``
        (the middle factor: the decays between chunks);
     4. each chunk's output from the state entering it, decayed from the chunk's start
@@ -502,8 +743,7 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     if initial_state is None:
         initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
     initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
-    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
-    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
+    ends, final_state = chunked_recurrence(chunk_decay, chunk_states, axis=1, initial_state=initial_state)
     entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
 
     # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
@@ -511,4 +751,4 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
     y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
     y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
-    return y, ends[:, -1].reshape(batch, heads, head_dim, state)
+    return y, final_state.reshape(batch, heads, head_dim, state)

@@ -210,6 +210,9 @@ def _numerics_cases():
         "scan.sequential_scan": [(a, b), (a, b, {"x0": _real(H), "reverse": True})],
         "scan.parallel_scan": [(a, b), (a, b, {"x0": _real(H), "reverse": True})],
         "scan.linear_recurrence": [(a[None], b[None], {"axis": 1, "reverse": True})],
+        "scan.chunked_recurrence": [(a[None], b[None], {"axis": 1, "reverse": True, "chunk_size": 3,
+                                                        "within_chunk": within})
+                                    for within in ("sequential", "associative")],
         "scan.binary_operator": [((a, b), (b, a))],
         "scan.selective_scan": [
             (_real(2, L, H), jnp.abs(_real(2, L, H, seed=1)), -jnp.abs(_real(H, N, seed=2)),

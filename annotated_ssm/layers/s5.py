@@ -1,4 +1,4 @@
-"""S5: one multi-input, multi-output (MIMO) diagonal SSM computed with a parallel scan.
+"""S5: one multi-input, multi-output (MIMO) diagonal SSM computed with a linear scan.
 
 Where S4, DSS and S4D run H independent single-input SSMs of size N each (and convolve),
 S5 runs a single SSM with state size P that reads all H channels and writes all H
@@ -7,8 +7,11 @@ channels (Smith, Warrington and Linderman, 2023)::
     x_ℓ = Λ̄ ⊙ x_{ℓ-1} + B̄ u_ℓ          Λ̄ = exp(ΛΔ),  B̄ = (Λ̄ - 1)/Λ · B̃   (ZOH, row-wise)
     y_ℓ = 2·Re(C̃ x_ℓ) + D ⊙ u_ℓ        (conjugate symmetry: P/2 complex states kept)
 
-Λ is diagonal, so the recurrence is a diagonal linear recurrence and
-:func:`annotated_ssm.scan.parallel_scan` computes all the states in O(log L) depth.
+Λ is diagonal, so the recurrence is a diagonal linear recurrence:
+:func:`annotated_ssm.scan.parallel_scan` computes all the states in O(log L) depth, as the
+paper does. The layer runs :func:`annotated_ssm.scan.chunked_recurrence`, the same states
+chunk by chunk, with a gradient that is the recurrence's adjoint run backwards over the same
+chunks (no associative-scan levels to store; ``benchmarks/bench_scans.py`` measures both).
 
 Time-varying step sizes. ``layer(u, step_sizes=s)`` takes the time elapsed before each
 observation, ``s_ℓ > 0`` in units of the training sampling interval, and discretises observation ℓ with
@@ -30,7 +33,7 @@ from flax import nnx
 from .._validation import check_bool, check_choice, check_positive_int
 from ..discretize import METHODS, discretize_diagonal
 from ..initialization import s5_init
-from ..scan import linear_recurrence
+from ..scan import chunked_recurrence
 from .base import SSMLayer, SSMParam, complex_dtype, complex_to_pair, pair_to_complex
 
 __all__ = ["S5Layer", "S5System", "ACTIVATIONS"]
@@ -75,7 +78,7 @@ def _real_readout(C, x):
 
 
 class S5Layer(SSMLayer):
-    """One MIMO SSM with P states (P/2 complex ones with conjugate symmetry), via a parallel scan.
+    """One MIMO SSM with P states (P/2 complex ones with conjugate symmetry), via a linear scan.
 
     Args:
         d_model: H, channels in and out.
@@ -162,10 +165,10 @@ class S5Layer(SSMLayer):
         C = pair_to_complex(self.C_tilde[...], dtype)
         return 2 * C if self.conj_sym else C
 
-    # --- full sequence: parallel scan -------------------------------------------------
+    # --- full sequence: chunked scan --------------------------------------------------
 
     def _forward(self, u, step_sizes=None):
-        """The parallel-scan form. u (..., L, H) checked, in its computation dtype;
+        """The scan form. u (..., L, H) checked, in its computation dtype;
         step_sizes: None or the per-observation factor of Δ, broadcastable to u.shape[:-1]."""
         return self._scan(u, step_sizes)[0]
 
@@ -174,7 +177,7 @@ class S5Layer(SSMLayer):
         return self._scan(u, step_sizes, state)
 
     def _scan(self, u, step_sizes=None, state=None):
-        """(y, the last state) by the parallel scan from ``state`` (forward direction)."""
+        """(y, the last state) by the chunked scan from ``state`` (forward direction)."""
         scale = step_sizes
         dtype = u.dtype
         step = self.step_sizes(dtype)
@@ -192,7 +195,7 @@ class S5Layer(SSMLayer):
             Bu = _real_matmul(u, B_tilde)
             Bu_forward = factor * Bu
         P = Lambda_bar.shape[-1]
-        states = linear_recurrence(Lambda_bar, Bu_forward, axis=-2, initial_state=state)
+        states, final = chunked_recurrence(Lambda_bar, Bu_forward, axis=-2, initial_state=state)
         y = _real_readout(C[:, :P], states)
         if self.bidirectional:
             if scale is not None:
@@ -201,9 +204,9 @@ class S5Layer(SSMLayer):
                     scale = jnp.concatenate([scale[..., 1:, :], scale[..., -1:, :]], axis=-2)
                 Lambda_bar, factor = self._discretize(scale * step, dtype)
                 Bu_backward = factor * Bu
-            backward = linear_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
+            backward, _ = chunked_recurrence(Lambda_bar, Bu_backward, axis=-2, reverse=True)
             y = y + _real_readout(C[:, P:], backward)
-        return self._activate(y + self._skip(dtype) * u), states[..., -1, :]
+        return self._activate(y + self._skip(dtype) * u), final
 
     def _activate(self, y):
         if self.activation == "none":
