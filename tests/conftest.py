@@ -1,7 +1,9 @@
+import gc
 import pathlib
 import sys
 
 import jax
+import pytest
 
 # Make `from reference import ...` work from every test module.
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
@@ -12,3 +14,23 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 # tests/test_layer_contract.py and test_model.py.
 # This process only: the chapters (nbval's kernels) and the benchmarks run fully optimised.
 jax.config.update("jax_disable_most_optimizations", True)
+
+
+@pytest.fixture
+def frozen_heap():
+    """Leave the objects alive before the test out of the garbage collector (``gc.freeze``).
+
+    Every save and restore ends in ``gc.collect()`` (``checkpoint.quiet_orbax``: what orbax
+    reports of a failed save comes when its futures are collected). A full collection walks
+    every object: a few milliseconds in a training process, 0.5-0.8 s in a test process that
+    holds jax's caches of a whole module's models (a quarter of a checkpointing ``fit``).
+    What the test itself makes is collected as before, so orbax's failed futures still are;
+    the frozen objects are those of earlier tests, which the test does not look at. At its
+    end, the test's garbage is collected as a save would have (quietly: orbax's failed
+    futures of a save the test made fail report when collected), not frozen by the next."""
+    gc.freeze()
+    yield
+    from annotated_ssm.checkpoint import quiet_orbax
+
+    with quiet_orbax():  # ends in gc.collect()
+        pass

@@ -27,6 +27,7 @@ from annotated_ssm.train import make_optimizer, TrainConfig
 
 TINY = dict(d_model=8, n_layers=1, state_size=4, step_min=0.01, step_max=1.0)
 X = np.random.default_rng(0).standard_normal((3, 12, 2)).astype(np.float32)
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # tests/conftest.py: saves collect garbage
 
 
 def classifier(seed=0, **kwargs):

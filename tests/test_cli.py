@@ -26,6 +26,7 @@ from annotated_ssm.train import evaluate
 
 SMALL = ["--layer", "s4d", "--d-model", "8", "--n-layers", "1", "--state-size", "4", "--step-max", "1",
          "--no-progress"]
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # tests/conftest.py: saves collect garbage
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ Every ```python block of README.md runs, in order, in one fresh interpreter (the
 share their variables, as a reader pasting them one after another would) in an empty
 temporary directory (what they save goes there). A ```bash block after the line
 ``<!-- tests/test_readme.py runs the next block's commands ... -->`` is run there too, at
-its place in that order: each ``annotated-ssm-train ...`` command as ``python -m
-annotated_ssm.cli ...``, which must succeed; the ```text block after the line
+its place in that order: each ``annotated-ssm-train ...`` command as its entry point,
+``annotated_ssm.cli.main([...])``, which must succeed; the ```text block after the line
 ``<!-- tests/test_readme.py: the output of the commands above -->`` is its output: each of
 its lines (``...`` stands for any lines) must appear, in that order, with the same words and
 counts, measurements (numbers with a decimal point) within 0.02, and times (``3.0 s``) not
@@ -36,10 +36,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLAIM = "# prints:"
 MARKER = "@@README claim {}@@"
 # Executes the blocks (a JSON list of [name, source]) one after another in one namespace.
+# Before each, what is alive is left out of the garbage collector (gc.freeze): every save
+# ends in a full collection (annotated_ssm.checkpoint.quiet_orbax), a third of a second each
+# in this process; what the blocks print does not depend on it.
 RUNNER = r'''
-import json, sys
+import gc, json, sys
 namespace = {"__name__": "__main__"}
 for name, source in json.loads(sys.argv[1]):
+    gc.freeze()
     exec(compile(source, name, "exec"), namespace)
 '''
 
@@ -49,19 +53,26 @@ THEIR_OUTPUT = "<!-- tests/test_readme.py: the output of the commands above -->"
 COMMAND = "annotated-ssm-train"
 OUTPUT_MARKER = "@@README commands {}@@"
 OUTPUT_END = "@@README commands end@@"
-# Runs one block's commands (a JSON list of argument lists), printing each one's output
-# between the markers; a failing command stops the examples.
+# Runs one block's commands (a JSON list of argument lists) in the examples' interpreter, as
+# the command's entry point does (``annotated-ssm-train`` calls ``annotated_ssm.cli.main``; a
+# process each would import jax and the package again, seconds each), printing each one's
+# output between the markers; a failing command stops the examples. The entry point in a
+# real process: tests/test_cli.py.
 RUN_BLOCK = r'''
-import json as _json, subprocess as _subprocess, sys as _sys
+import contextlib as _contextlib, io as _io, json as _json
+from annotated_ssm import cli as _cli
 for _argv in _json.loads({argvs!r}):
-    _done = _subprocess.run([_sys.executable, "-m", "annotated_ssm.cli", *_argv],
-                            capture_output=True, text=True)
+    with _contextlib.redirect_stdout(_io.StringIO()) as _out:
+        try:
+            _status = _cli.main(_argv)
+        except SystemExit as _exit:
+            _status = _exit.code
     print({start!r}, flush=True)
-    print(_done.stdout, end="", flush=True)
+    print(_out.getvalue(), end="", flush=True)
     print({end!r}, flush=True)
-    if _done.returncode:
+    if _status:
         raise SystemExit(f"annotated-ssm-train {{' '.join(_argv)}} exited with status "
-                         f"{{_done.returncode}}: {{_done.stderr[-3000:]}}")
+                         f"{{_status}} (its error above)")
 '''
 
 

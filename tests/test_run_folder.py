@@ -1,13 +1,21 @@
-"""A run folder on a shared machine: one writer at a time (two real processes), every signal
-that ends a job (SIGHUP saves like SIGTERM, SIGUSR1 saves and trains on, a signal while the
-first update compiles ends cleanly), a failed first save that leaves the folder startable,
-run folders behind symlinks, repeating S4's command with --resume, tampered run metadata as
-one line naming the field, and a best save of another architecture refused."""
+"""A run folder on a shared machine: a signal while the first update compiles ends cleanly
+(a real process), a failed first save that leaves the folder startable, run folders behind
+symlinks, repeating S4's command with --resume, tampered run metadata as one line naming
+the field, a best save of another architecture refused, and a full disk in a real process.
+One writer at a time, SIGUSR1 (save and train on), SIGTERM and SIGHUP (save and stop):
+tests/test_hostile_training.py, which holds the real process that they need.
 
+Most of a test's time is tracing a run's update and orbax saving: a run is as short as
+what it checks allows, and the tampered-metadata cases copy one run folder."""
+
+import contextlib
+import dataclasses
 import errno
+import io
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,78 +23,39 @@ import time
 
 import pytest
 
-from annotated_ssm import checkpoint
+from annotated_ssm import checkpoint, train
+from annotated_ssm import cli as cli_module
 from annotated_ssm.runs import LOCK
 from annotated_ssm.train import fit
 from test_cli import run as cli
 from test_hostile_training import (CLI_DATA, CONFIG, DATA, SMALL, cli_data, model_of,  # noqa: F401
                                    versions)
 
-SLOW_RUN = """
-import sys, time
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # tests/conftest.py: saves collect garbage
+SHORT = dataclasses.replace(CONFIG, max_steps=2)  # an update, a save, an update, the last save
+
+RUN = """
+import sys
 sys.path.insert(0, {tests!r})
 import conftest
 from test_hostile_training import CLI_DATA
-from annotated_ssm import cli, train
-real = train.shard_batch
-
-def slow(mesh, *arrays):  # time for the signals to arrive mid-run
-    if len(arrays) == 2:
-        time.sleep({pause})
-    return real(mesh, *arrays)
-
-train.shard_batch = slow
+from annotated_ssm import cli
 cli.load_dataset = lambda name, **kwargs: CLI_DATA
 sys.exit(cli.main({argv!r}))
 """
 
 
-def start(argv, pause=0.3):
-    script = SLOW_RUN.format(tests=str(pathlib.Path(__file__).parent), argv=argv, pause=pause)
+def start(argv):
+    """The command run on ``CLI_DATA`` in a real process."""
+    script = RUN.format(tests=str(pathlib.Path(__file__).parent), argv=argv)
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, JAX_PLATFORMS="cpu"))
 
 
-def wait_for(condition, process, seconds=240):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
-
-
-def test_one_writer_sigusr1_saves_and_trains_on_sighup_saves_and_stops(tmp_path, capsys,
-                                                                       cli_data):
-    folder = tmp_path / "run"
-    first = start([*SMALL, "--epochs", "30", "--checkpoint", str(folder)])
-    wait_for(lambda: folder.is_dir() and versions(folder), first)  # the save of update 1
-    # a second writer, new, resumed or overwriting, is refused at once, naming the holder
-    for argv in (["--resume", str(folder)], [*SMALL, "--checkpoint", str(folder), "--overwrite"]):
-        status, out, err = cli(argv, capsys)
-        assert status == 2 and err.count("\n") == 1, err
-        assert f"run folder {str(folder)!r} is in use by another process (pid {first.pid}" in err
-    with pytest.raises(ValueError, match=f"in use by another process \\(pid {first.pid}"):
-        fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder, overwrite=True)
-    # SIGUSR1 (SLURM's warning before preemption): a save now, and training goes on
-    before = versions(folder)[-1]
-    first.send_signal(signal.SIGUSR1)
-    wait_for(lambda: versions(folder)[-1] > before, first)
-    assert first.poll() is None
-    # SIGHUP (the terminal closed): saves and stops like SIGTERM
-    first.send_signal(signal.SIGHUP)
-    out, err = first.communicate(timeout=240)
-    assert first.returncode == 128 + signal.SIGHUP and err.count("\n") == 1, err[-2000:]
-    assert err.startswith("interrupted by SIGHUP at update ")
-    step = int(err.split("at update ")[1].split(";")[0])
-    assert versions(folder)[-1] == step
-    # the lock died with the process: the run resumes (fewer epochs is refused as a change)
-    status, out, err = cli(["--resume", str(folder), "--epochs", "3"], capsys)
-    assert status == 2 and "epochs: stored 30, given 3" in err
-
-
 def test_signals_while_the_first_update_compiles_end_cleanly(tmp_path):
     folder = tmp_path / "run"
-    process = start([*SMALL, "--checkpoint", str(folder)], pause=0)
+    process = start([*SMALL, "--checkpoint", str(folder)])
     for line in process.stdout:  # the model is built; fit is about to compile
         if "parameters on" in line:
             break
@@ -115,20 +84,20 @@ def test_a_failed_first_save_leaves_no_folder_and_says_nothing_was_kept(tmp_path
     folder = tmp_path / "runs" / "run"
     with pytest.raises(OSError, match="nothing was saved before, and the folder holds no "
                                       "checkpoint; free some space and run the same command"):
-        fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)
+        fit(model_of("s4d"), DATA, SHORT, checkpoint=folder)
     assert not folder.exists()
     assert "Traceback" not in "".join(capfd.readouterr())  # orbax's threads stay quiet
     monkeypatch.setattr(checkpoint.ocp.StandardCheckpointHandler, "async_save", real)
-    fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)  # the same call, once there is space
-    assert versions(folder)
+    fit(model_of("s4d"), DATA, SHORT, checkpoint=folder)  # the same call, once there is space
+    assert versions(folder) == [2]
 
 
 def test_run_folders_behind_symlinks_work_and_links_inside_are_refused(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (tmp_path / "runs").symlink_to(scratch)  # runs -> /scratch/runs, as on clusters
-    fit(model_of("s4d"), DATA, CONFIG, checkpoint=tmp_path / "runs")
-    assert versions(scratch)
+    fit(model_of("s4d"), DATA, SHORT, checkpoint=tmp_path / "runs")
+    assert versions(scratch) == [2]
     users = tmp_path / "notes.txt"
     users.write_text("mine")
     inside = tmp_path / "inside"
@@ -136,7 +105,7 @@ def test_run_folders_behind_symlinks_work_and_links_inside_are_refused(tmp_path)
     (inside / "history.json").symlink_to(users)  # the package would write there
     with pytest.raises(ValueError, match=r"holds files that are not a run folder's "
                                          r"\(\['history.json'\]\)"):
-        fit(model_of("s4d"), DATA, CONFIG, checkpoint=inside)
+        fit(model_of("s4d"), DATA, SHORT, checkpoint=inside)
     assert users.read_text() == "mine"
 
 
@@ -158,6 +127,25 @@ def tampered(folder, change):
     file.write_text(json.dumps(values))
 
 
+@pytest.fixture(scope="module")
+def short_cli_run(tmp_path_factory):
+    """A run folder the command saved (6 updates of ``SMALL``), for the tests to copy: two
+    saves, epoch 1's (the best: its validation accuracy made 0.9, epoch 2's 0.5) and the
+    newest (update 6)."""
+    folder = tmp_path_factory.mktemp("short") / "run"
+    scores, real_evaluate = iter([0.9, 0.5]), train.evaluate
+
+    def evaluate(model, x, y, **kwargs):
+        metrics = real_evaluate(model, x, y, **kwargs)
+        return metrics if x is CLI_DATA.x_test else {**metrics, "accuracy": next(scores)}
+
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()):
+        patch.setattr(cli_module, "load_dataset", lambda name, **kwargs: CLI_DATA)
+        patch.setattr(train, "evaluate", evaluate)
+        assert cli_module.main([*SMALL, "--max-steps", "6", "--checkpoint", str(folder)]) == 0
+    return folder
+
+
 @pytest.mark.parametrize("field, change", [
     ("step", lambda s: s.update(step="20")),
     ("step", lambda s: s.update(step=20.0)),
@@ -168,27 +156,25 @@ def tampered(folder, change):
     ("best_score", lambda s: s.update(best_score="high")),
 ])
 def test_tampered_run_metadata_is_one_line_naming_the_field(field, change, tmp_path, capsys,
-                                                             cli_data):
-    folder = tmp_path / "run"
-    status, _, err = cli([*SMALL, "--max-steps", "6", "--checkpoint", str(folder)], capsys)
-    assert status == 0, err
+                                                             cli_data, short_cli_run):
+    folder = shutil.copytree(short_cli_run, tmp_path / "run")
     tampered(folder, change)
     status, out, err = cli(["--resume", str(folder), "--epochs", "4"], capsys)
     assert status == 2 and err.count("\n") == 1 and out == ""
     assert f"corrupted: {field} is " in err and str(folder) in err
 
 
-def test_a_best_save_of_another_architecture_is_refused_on_resume(tmp_path):
-    folder = tmp_path / "run"
-    fit(model_of("s4d"), DATA, CONFIG, checkpoint=folder)
-    assert len(versions(folder)) == 2  # the best epoch's save and the newest
+def test_a_best_save_of_another_architecture_is_refused_on_resume(tmp_path, short_cli_run):
+    folder = shutil.copytree(short_cli_run, tmp_path / "run")
+    assert versions(folder) == [4, 6]  # the best epoch's save and the newest
     (file,) = (folder / str(versions(folder)[0])).glob("annotated_ssm/metadata")
     values = json.loads(file.read_text())
     values["architecture"]["d_model"] = 8
     file.write_text(json.dumps(values))
     bigger = dict(CONFIG.__dict__, epochs=5)
     with pytest.raises(ValueError, match="holds another architecture than the newest"):
-        fit(model_of("s4d"), DATA, type(CONFIG)(**bigger), checkpoint=folder, resume_from=folder)
+        fit(model_of("s4d"), CLI_DATA, type(CONFIG)(**bigger), checkpoint=folder,
+            resume_from=folder)
     assert (folder / LOCK).exists() and len(versions(folder)) == 2  # nothing changed
 
 
@@ -215,7 +201,7 @@ def tiny_disk(tmp_path):
 
 def test_a_full_disk_at_the_first_save_is_one_line_and_the_command_can_run_again(tiny_disk):
     folder = tiny_disk / "run"
-    process = start([*SMALL, "--checkpoint", str(folder)], pause=0)
+    process = start([*SMALL, "--checkpoint", str(folder)])
     out, err = process.communicate(timeout=240)
     assert process.returncode == 1 and err.count("\n") == 1, err[-3000:]  # no orbax traceback
     assert err.startswith(f"error: no space left to save the checkpoint at {str(folder)!r}")

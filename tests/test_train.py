@@ -29,6 +29,7 @@ from annotated_ssm.train import (DivergedError, build_model, check_model_matches
 
 LAYER = "s4d"
 TINY = dict(d_model=16, n_layers=1, state_size=8, step_min=0.01, step_max=1.0)
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # tests/conftest.py: saves collect garbage
 
 
 @pytest.fixture(scope="module")
