@@ -217,10 +217,13 @@ warnings.filterwarnings("ignore", r"coroutine 'async_serialize_from_host\.", Run
 
 
 @contextlib.contextmanager
-def quiet_orbax():
+def quiet_orbax(collect: bool = False):
     """Orbax's threads log and print tracebacks for failures the error we raise already names
     (orbax-checkpoint 0.11–0.12): silence absl's and asyncio's loggers, unraisable exceptions
-    and exceptions ending a thread meanwhile."""
+    and exceptions ending a thread meanwhile. ``collect``: end with a garbage collection, so
+    that the futures of a failed save or read are collected (and report) now, quietly, and not
+    at some later moment on the user's terminal (only after a failure: a full collection walks
+    every object, a third of a second in a process that holds jax's caches)."""
     loggers, hook = [logging.getLogger(name) for name in ("absl", "asyncio")], sys.unraisablehook
     levels, thread_hook = [logger.level for logger in loggers], threading.excepthook
     for logger in loggers:
@@ -229,7 +232,8 @@ def quiet_orbax():
     try:
         yield
     finally:
-        gc.collect()  # failed futures and coroutines are reported when collected: now
+        if collect:
+            gc.collect()  # failed futures and coroutines are reported when collected: now
         sys.unraisablehook, threading.excepthook = hook, thread_hook
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
@@ -257,7 +261,7 @@ def write(manager: ocp.CheckpointManager, step: int, args, *, metrics: dict | No
         with quiet_orbax():
             return manager.save(step, args=args, metrics=metrics, force=force)
     except (OSError, ValueError) as error:
-        with quiet_orbax(), contextlib.suppress(Exception):
+        with quiet_orbax(collect=True), contextlib.suppress(Exception):
             manager.wait_until_finished()
             for thread in threading.enumerate():  # the failed save's threads (orbax 0.11-0.12
                 if type(thread).__module__.startswith("orbax"):  # write its metadata after the
@@ -267,7 +271,7 @@ def write(manager: ocp.CheckpointManager, step: int, args, *, metrics: dict | No
     # Raised here, not in the handler: the error orbax raised (its traceback holds orbax's
     # failed futures, which asyncio reports when they are collected) is then let go and
     # collected now, quietly.
-    with quiet_orbax():
+    with quiet_orbax(collect=True):
         pass
     free = shutil.disk_usage(path).free / 2**20
     kept = ("the previous version is kept" if manager.latest_step() is not None else
@@ -318,10 +322,16 @@ def read(manager: ocp.CheckpointManager, items: dict, version: int | None = None
         with quiet_orbax():
             restored = manager.restore(version, args=ocp.args.Composite(**items))
     except Exception as error:  # orbax and tensorstore raise many kinds on a bad file
-        first_line = (str(error).splitlines() or [type(error).__name__])[0][:300]
+        failure = (str(error).splitlines() or [type(error).__name__])[0][:300]
+    else:
+        failure = None
+    if failure is not None:
+        # Raised here, not in the handler (as in write): orbax's error and its failed futures
+        # are let go and collected now, quietly, not later on the user's terminal.
+        with quiet_orbax(collect=True):
+            pass
         raise ValueError(f"could not read {', '.join(items)} of the checkpoint at "
-                         f"{str(path / str(version))!r} (corrupted or incomplete): "
-                         f"{first_line}") from None
+                         f"{str(path / str(version))!r} (corrupted or incomplete): {failure}")
     if METADATA in restored:
         check_metadata(restored[METADATA], path / str(version))
     return restored

@@ -20,17 +20,16 @@ jax.config.update("jax_disable_most_optimizations", True)
 def frozen_heap():
     """Leave the objects alive before the test out of the garbage collector (``gc.freeze``).
 
-    Every save and restore ends in ``gc.collect()`` (``checkpoint.quiet_orbax``: what orbax
-    reports of a failed save comes when its futures are collected). A full collection walks
-    every object: a few milliseconds in a training process, 0.5-0.8 s in a test process that
-    holds jax's caches of a whole module's models (a quarter of a checkpointing ``fit``).
-    What the test itself makes is collected as before, so orbax's failed futures still are;
-    the frozen objects are those of earlier tests, which the test does not look at. At its
-    end, the test's garbage is collected as a save would have (quietly: orbax's failed
-    futures of a save the test made fail report when collected), not frozen by the next."""
+    A failed save or read ends in ``gc.collect()`` (``checkpoint.quiet_orbax``: what orbax
+    reports of a failure comes when its futures are collected), and a full collection walks
+    every object: 0.5-0.8 s in a test process that holds jax's caches of a whole module's
+    models. What the test itself makes is collected as before, so orbax's failed futures
+    still are; the frozen objects are those of earlier tests, which the test does not look
+    at. At its end, the test's garbage is collected quietly (orbax's failed futures of a save
+    the test made fail report when collected), not frozen by the next."""
     gc.freeze()
     yield
     from annotated_ssm.checkpoint import quiet_orbax
 
-    with quiet_orbax():  # ends in gc.collect()
+    with quiet_orbax(collect=True):
         pass

@@ -156,10 +156,12 @@ def interrupt_then_resume(layer, config, folder, monkeypatch, where: str, at: in
     with pytest.raises(Crash if where == "crash" else TrainingInterrupted) as stopped:
         fit(model_of(layer), DATA, config, checkpoint=folder)
     monkeypatch.undo()
-    with checkpoint.quiet_orbax():  # a dead process writes no more: orbax's threads of the
-        for thread in threading.enumerate():  # save that "died" finish first (quietly, as
-            if type(thread).__module__.startswith("orbax"):  # checkpoint.write does after
-                thread.join(timeout=60)  # a failed save)
+    # A dead process writes no more: orbax's threads of the save that "died" finish first
+    # (quietly, as checkpoint.write does after a failed save).
+    with checkpoint.quiet_orbax(collect=True):
+        for thread in threading.enumerate():
+            if type(thread).__module__.startswith("orbax"):
+                thread.join(timeout=60)
     assert all(p.name.isdigit() or p.name in RUN_FILES or (  # a crash leaves an unfinished save
         where == "crash" and checkpoint.UNFINISHED.match(p.name)) for p in folder.iterdir())
     if where == "crash":  # the save before the one that died

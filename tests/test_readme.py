@@ -36,9 +36,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLAIM = "# prints:"
 MARKER = "@@README claim {}@@"
 # Executes the blocks (a JSON list of [name, source]) one after another in one namespace.
-# Before each, what is alive is left out of the garbage collector (gc.freeze): every save
-# ends in a full collection (annotated_ssm.checkpoint.quiet_orbax), a third of a second each
-# in this process; what the blocks print does not depend on it.
+# Before each, what is alive is left out of the garbage collector (gc.freeze): Python's own
+# collections then walk only what the block makes; what the blocks print does not depend on
+# it.
 RUNNER = r'''
 import gc, json, sys
 namespace = {"__name__": "__main__"}
