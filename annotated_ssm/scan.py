@@ -689,7 +689,8 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     1. the diagonal blocks, by the quadratic form inside each chunk (:func:`ssd_quadratic`);
     2. each chunk's own final state, from its inputs decayed to the chunk's end
        (the right factor B of the low-rank off-diagonal blocks);
-    3. a scan over chunks (:func:`chunked_recurrence`) of the states entering each chunk, a
+    3. a scan over chunks (``lax.associative_scan``: no loop, so XLA's cost analysis counts
+       every operation) of the states entering each chunk, a
        whole chunk decaying by exp(Σ log_a) over it, starting from ``initial_state``
        (the middle factor: the decays between chunks);
     4. each chunk's output from the state entering it, decayed from the chunk's start
@@ -743,7 +744,8 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     if initial_state is None:
         initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
     initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
-    ends, final_state = chunked_recurrence(chunk_decay, chunk_states, axis=1, initial_state=initial_state)
+    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
+    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
     entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
 
     # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
@@ -751,4 +753,4 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
     y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
     y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
-    return y, final_state.reshape(batch, heads, head_dim, state)
+    return y, ends[:, -1].reshape(batch, heads, head_dim, state)
