@@ -261,7 +261,7 @@ def write(manager: ocp.CheckpointManager, step: int, args, *, metrics: dict | No
         with quiet_orbax():
             return manager.save(step, args=args, metrics=metrics, force=force)
     except (OSError, ValueError) as error:
-        with quiet_orbax(collect=True), contextlib.suppress(Exception):
+        with quiet_orbax(), contextlib.suppress(Exception):  # collected below, error let go
             manager.wait_until_finished()
             for thread in threading.enumerate():  # the failed save's threads (orbax 0.11-0.12
                 if type(thread).__module__.startswith("orbax"):  # write its metadata after the

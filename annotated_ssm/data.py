@@ -558,8 +558,11 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     n_classes = None
     if task == "classification":
         labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
-        default = int(labels.max()) + 1 if labels.size and labels.dtype.kind in "iu" else None
-        n_classes = int(arrays["n_classes"]) if "n_classes" in arrays else default
+        if labels.dtype.kind not in "iu":
+            raise ValueError(f"dataset {str(path)!r}: y_train of shape (n,) holds class labels, "
+                             f"which must be integers; got dtype {labels.dtype} (save "
+                             "y.astype(np.int32), or per-step targets of shape (n, L, D)).")
+        n_classes = int(arrays["n_classes"]) if "n_classes" in arrays else int(labels.max()) + 1
     return Dataset(str(path), arrays["x_train"], arrays["y_train"], arrays["x_test"],
                    arrays["y_test"], task, n_classes, arrays.get("lengths_train"),
                    arrays.get("lengths_test"))
@@ -568,8 +571,13 @@ def load_npz(path: str | os.PathLike) -> Dataset:
 def dataset_task(name: str) -> str:
     """The task of data set ``name`` (registered, or an .npz file: its ``y_train`` read)."""
     if str(name).endswith(".npz"):
-        with np.load(name, allow_pickle=False) as stored:
-            return "classification" if stored["y_train"].ndim == 1 else "regression"
+        try:
+            with np.load(name, allow_pickle=False) as stored:
+                return "classification" if stored["y_train"].ndim == 1 else "regression"
+        except (OSError, ValueError, KeyError) as error:
+            raise ValueError(f"dataset {str(name)!r} must be a NumPy .npz file holding "
+                             f"{', '.join(NPZ_KEYS)}; reading its y_train failed: "
+                             f"{error}") from None
     return DATASET_TASKS[name]
 
 

@@ -156,3 +156,11 @@ def test_the_cli_trains_and_resumes_on_an_npz_file_with_lengths(tmp_path, capsys
     np.savez(tmp_path / "partial.npz", **{k: v for k, v in arrays.items() if k != "y_test"})
     with pytest.raises(ValueError, match=r"partial.npz.*missing \['y_test'\]"):
         load_npz(tmp_path / "partial.npz")
+    np.savez(tmp_path / "floats.npz", **{**arrays, "y_train": arrays["y_train"] * 1.0})
+    with pytest.raises(ValueError, match=r"floats.npz.*must be integers; got dtype float64"):
+        load_npz(tmp_path / "floats.npz")
+    np.savez(tmp_path / "no_labels.npz", x_train=arrays["x_train"])
+    with pytest.raises(SystemExit) as refused:  # one line, status 2: not a bare KeyError
+        main(["--dataset", str(tmp_path / "no_labels.npz"), *common])
+    assert refused.value.code == 2 and "no_labels.npz' must be a NumPy .npz file holding" in \
+        capsys.readouterr().err
