@@ -394,3 +394,18 @@ def test_head_dim_default_and_errors():
     for option, value in [("head_dim", 0), ("n_groups", 0), ("chunk_size", 0), ("chunk_size", 2.5)]:
         with pytest.raises(ValueError, match=option):
             SSDLayer(8, 4, **{option: value}, rngs=nnx.Rngs(0))
+
+
+def test_groups_of_chunks_keep_every_contraction_at_full_precision():
+    """tests/test_precision.py walks ssd_scan's one program; the loop over groups (a scan of a
+    checkpointed body), forward and backward, is walked here."""
+    from test_precision import assert_full_precision
+
+    x, log_a, b, c, h0 = problem(37, dtype=np.float32)
+
+    def loss(*inputs):
+        y, final = ssd_scan(*inputs[:4], chunk_size=4, initial_state=inputs[4], chunks_per_group=3)
+        return jnp.sum(y ** 2) + jnp.sum(final ** 2)
+
+    assert_full_precision(lambda *a: ssd_scan(*a, chunk_size=4, chunks_per_group=3), x, log_a, b, c)
+    assert_full_precision(jax.grad(loss, argnums=tuple(range(5))), x, log_a, b, c, h0)
