@@ -539,7 +539,10 @@ SSD_CHUNK_SIZE = 64
 
 #: The most chunks :func:`ssd_scan` computes at once by default: longer sequences run as a
 #: loop over groups of chunks, recomputed in the backward pass (memory O(group), not
-#: O(length), for the blocks).
+#: O(length), for the blocks: at batch 8, 16,384 steps, 4 heads of 64, state 64, the fwd+bwd
+#: plan is 818 MiB instead of 2,047). Up to this many chunks the program has no loop:
+#: chapter 10 counts its FLOPs with XLA's cost analysis, which counts a loop's body once
+#: (its programs have 16 and at most 32 chunks).
 SSD_CHUNKS_PER_GROUP = 32
 
 _HIGHEST = jax.lax.Precision.HIGHEST
