@@ -20,7 +20,8 @@ import numpy as np
 __all__ = ["sequential_scan", "parallel_scan", "linear_recurrence", "chunked_recurrence", "CHUNK_SIZE",
            "ssm_recurrence", "binary_operator",
            "selective_scan", "selective_system", "SELECTIVE_SCAN_CHUNK_SIZE", "WITHIN_CHUNK",
-           "ssd_step", "ssd_recurrence", "segment_sum", "ssd_quadratic", "ssd_scan", "SSD_CHUNK_SIZE"]
+           "ssd_step", "ssd_recurrence", "segment_sum", "ssd_quadratic", "ssd_scan", "SSD_CHUNK_SIZE",
+           "SSD_CHUNKS_PER_GROUP"]
 
 
 def sequential_scan(a, b, *, x0=None, reverse: bool = False):
@@ -536,6 +537,14 @@ def chunked_recurrence(a, b, *, axis: int = 0, reverse: bool = False, initial_st
 #: minimal listing uses 64; its fused kernel 256).
 SSD_CHUNK_SIZE = 64
 
+#: The most chunks :func:`ssd_scan` computes at once by default: longer sequences run as a
+#: loop over groups of chunks, recomputed in the backward pass (memory O(group), not
+#: O(length), for the blocks: at batch 8, 16,384 steps, 4 heads of 64, state 64, the fwd+bwd
+#: plan is 818 MiB instead of 2,047). Up to this many chunks the program has no loop:
+#: chapter 10 counts its FLOPs with XLA's cost analysis, which counts a loop's body once
+#: (its programs have 16 and at most 32 chunks).
+SSD_CHUNKS_PER_GROUP = 32
+
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
@@ -681,7 +690,37 @@ def ssd_quadratic(x, log_a, b, c):
     return y[:, 0].reshape(x.shape)  # one chunk: the whole sequence
 
 
-def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=None):
+def _ssd_chunks(x, log_a, b, c, initial_state, T: int):
+    """Steps 1-4 of :func:`ssd_scan` over a whole sequence at once, for T dividing its length.
+
+    x (batch, S, G, R, P), log_a (batch, S, G, R), b and c (batch, S, G, N), initial_state
+    (batch, G, R, P, N), for S = n_chunks · T steps, G groups of R heads. Returns y
+    (batch, S, G, R, P) and the final state (batch, G, R, P, N).
+    """
+    batch, S = x.shape[:2]
+    n_chunks = S // T
+    x, log_a, b, c = (z.reshape((batch, n_chunks, T) + z.shape[2:]) for z in (x, log_a, b, c))
+    log_a = jnp.moveaxis(log_a, 2, -1)  # (batch, n_chunks, G, R, T)
+
+    # 1. and 2. Diagonal blocks (masked attention within each chunk) and each chunk's state.
+    y_diag, chunk_states = _diagonal_blocks(x, log_a, b, c)
+
+    # 3. The states entering each chunk: h_c = exp(Σ_chunk log_a) h_{c-1} + chunk_states_c.
+    chunk_decay = jnp.exp(jnp.sum(log_a, axis=-1))[..., None, None]  # (batch, n_chunks, G, R, 1, 1)
+    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
+    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
+    entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
+
+    # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
+    #    start to each step, Σ_{k=0}^{t} log_a_k (a cumulative sum from the start only).
+    decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
+    y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
+    y = y_diag + decay_from_start[..., None] * y_off
+    return y.reshape((batch, S) + y.shape[3:]), ends[:, -1]
+
+
+def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=None,
+             chunks_per_group: int | None = SSD_CHUNKS_PER_GROUP):
     """SSD by Mamba-2's chunked algorithm (Dao and Gu, 2024, Listing 1; ``ssd_minimal.py``).
 
     The length × length matrix L ∘ C Bᵀ is cut into blocks of ``chunk_size`` = T steps:
@@ -702,6 +741,15 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     log_a = 0 and b = 0 (decay 1, no input): they carry the last state unchanged, so the
     final state is that of the real last step; their outputs are dropped.
 
+    Long sequences, of more than ``chunks_per_group`` chunks, are cut into groups of at
+    most that many chunks (as equal as the chunks allow), run one group after another by
+    ``lax.scan`` with the state carried from group to group, each group under
+    ``jax.checkpoint``: the backward pass keeps one state per group and recomputes the
+    group's blocks, so the memory of the blocks is that of one group, not of the whole
+    sequence. The values are those of the one-program algorithm (to rounding: the state
+    passing is grouped differently). That program has a loop, whose body XLA's cost
+    analysis counts once; ``chunks_per_group=None`` never groups.
+
     Args:
         x: (batch, length, heads, head_dim) inputs (a discretised SSM's Δ·u).
         log_a: (batch, length, heads) log of each step's decay (Δ·A, <= 0 for a stable SSM).
@@ -710,6 +758,8 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
             computed once per group, as in Mamba-2's kernels).
         chunk_size: T, an integer >= 1; T >= length is one chunk (the quadratic form).
         initial_state: (batch, heads, head_dim, state) h_{-1}; zeros if None.
+        chunks_per_group: an integer >= 1, the most chunks computed at once, or None (all
+            of them: one program without a loop).
 
     Returns:
         (y, final_state): y (batch, length, heads, head_dim), final_state
@@ -719,38 +769,39 @@ def ssd_scan(x, log_a, b, c, *, chunk_size: int = SSD_CHUNK_SIZE, initial_state=
     _check_ssd(x, log_a, b, c, initial_state)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an integer >= 1; got {chunk_size!r}.")
+    if chunks_per_group is not None and (isinstance(chunks_per_group, bool) or not isinstance(
+            chunks_per_group, (int, np.integer)) or chunks_per_group < 1):
+        raise ValueError(f"chunks_per_group must be an integer >= 1 or None; got {chunks_per_group!r}.")
     x, log_a, b, c, initial_state = _ssd_arrays(x, log_a, b, c, initial_state)
     batch, length, heads, head_dim = x.shape
     groups, state = b.shape[-2:]
     T = min(chunk_size, length)
     n_chunks = -(-length // T)
-    pad = n_chunks * T - length
+    n_groups = 1 if chunks_per_group is None else -(-n_chunks // chunks_per_group)
+    group_length = -(-n_chunks // n_groups) * T  # steps per group, a multiple of T
+    pad = n_groups * group_length - length
 
-    def chunked(z):
-        """(batch, length, ...) -> (batch, n_chunks, T, ...), zeros on the padded steps
-        (x = 0, log_a = 0, b = 0, c = 0: decay 1, no input, an output that is dropped)."""
-        z = jnp.pad(z, [(0, 0), (0, pad)] + [(0, 0)] * (z.ndim - 2)) if pad else z
-        return z.reshape((batch, n_chunks, T) + z.shape[2:])
+    def padded(z):
+        """Zeros on the padded steps (x = 0, log_a = 0, b = 0, c = 0: decay 1, no input, an
+        output that is dropped)."""
+        return jnp.pad(z, [(0, 0), (0, pad)] + [(0, 0)] * (z.ndim - 2)) if pad else z
 
     x, log_a = _grouped(x, log_a, b)
-    x, log_a, b, c = map(chunked, (x, log_a, b, c))
-    log_a = jnp.moveaxis(log_a, 2, -1)  # (batch, n_chunks, G, R, T)
-
-    # 1. and 2. Diagonal blocks (masked attention within each chunk) and each chunk's state.
-    y_diag, chunk_states = _diagonal_blocks(x, log_a, b, c)
-
-    # 3. The states entering each chunk: h_c = exp(Σ_chunk log_a) h_{c-1} + chunk_states_c.
-    chunk_decay = jnp.exp(jnp.sum(log_a, axis=-1))[..., None, None]  # (batch, n_chunks, G, R, 1, 1)
+    x, log_a, b, c = map(padded, (x, log_a, b, c))
     if initial_state is None:
         initial_state = jnp.zeros((batch, heads, head_dim, state), x.dtype)
     initial_state = initial_state.reshape(batch, groups, -1, head_dim, state)
-    chunk_states = chunk_states.at[:, 0].add(chunk_decay[:, 0] * initial_state)
-    _, ends = jax.lax.associative_scan(binary_operator, (chunk_decay, chunk_states), axis=1)
-    entering = jnp.concatenate([initial_state[:, None], ends[:, :-1]], axis=1)
+    if n_groups == 1:
+        y, final_state = _ssd_chunks(x, log_a, b, c, initial_state, T)
+    else:
+        def group(h, inputs):
+            y, h = _ssd_chunks(*inputs, h, T)
+            return h, y
 
-    # 4. Off-diagonal blocks: the entering state read out by c, decayed from the chunk's
-    #    start to each step, Σ_{k=0}^{t} log_a_k (a cumulative sum from the start only).
-    decay_from_start = jnp.moveaxis(jnp.exp(jnp.cumsum(log_a, axis=-1)), -1, 2)  # (batch, n_chunks, T, G, R)
-    y_off = jnp.einsum("bctgn,bcgrpn->bctgrp", c, entering, precision=_HIGHEST)
-    y = (y_diag + decay_from_start[..., None] * y_off).reshape(batch, n_chunks * T, heads, head_dim)[:, :length]
-    return y, ends[:, -1].reshape(batch, heads, head_dim, state)
+        def by_group(z):  # (batch, n_groups · group_length, ...) -> (n_groups, batch, group_length, ...)
+            return jnp.moveaxis(z.reshape((batch, n_groups, group_length) + z.shape[2:]), 1, 0)
+
+        final_state, y = jax.lax.scan(jax.checkpoint(group), initial_state,
+                                      tuple(map(by_group, (x, log_a, b, c))))
+        y = jnp.moveaxis(y, 0, 1).reshape((batch, n_groups * group_length) + y.shape[3:])
+    return y[:, :length].reshape(batch, length, heads, head_dim), final_state.reshape(batch, heads, head_dim, state)

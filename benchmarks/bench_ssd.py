@@ -1,15 +1,18 @@
 """SSD's chunked algorithm against S6's chunked scan and SSD's quadratic form, side by side.
 
-    python benchmarks/bench_ssd.py --quick        # B = 2, H·P = 64, N = 16, L = 256, 1024: a CPU smoke test
+    python benchmarks/bench_ssd.py --quick        # B = 2, H·P = 64, N = 16, L = 256 … 4096: a CPU smoke test
     python benchmarks/bench_ssd.py                # B = 8, H·P = 256, N = 64, L = 1024 … 16384 (issue 42's sizes)
     python benchmarks/bench_ssd.py --head-dim 32 --chunk-size 128 --lengths 4096
+    python benchmarks/bench_ssd.py --plan-only --lengths 16384 [--chunks-per-group none]  # compile only
 
 The three compute the same kind of map at the same state size (D·N numbers per sequence,
 D = H·P channels):
 
 - ``ssd chunked``: :func:`annotated_ssm.scan.ssd_scan` (Mamba-2's algorithm: matrix products
   within chunks of ``--chunk-size`` steps, one state per chunk scanned between them), H heads
-  of P channels, B and C shared by all heads (one group, Mamba-2's default);
+  of P channels, B and C shared by all heads (one group, Mamba-2's default); more chunks than
+  ``--chunks-per-group`` (default: scan.SSD_CHUNKS_PER_GROUP) run as a loop over groups of
+  chunks recomputed in the backward pass, ``none`` as one program however long;
 - ``s6 chunked``: :func:`annotated_ssm.scan.selective_scan` (the package's S6: D channels of N
   diagonal states, chunk by chunk with the states recomputed in the backward pass);
 - ``quadratic``: :func:`annotated_ssm.scan.ssd_quadratic`, SSD's whole L × L masked
@@ -18,8 +21,10 @@ D = H·P channels):
 For each length L, float32 inputs of shape (B, L, ·): it times the forward pass and the
 gradient of ``sum(y²)`` with respect to every input (fwd+bwd), each jitted, compiled and run
 once first (excluded), then ``--repeats`` rounds with the variants alternating (so all see
-the same machine load), median, in ms; ``plan`` is XLA's planned temporaries of the compiled
-fwd+bwd (``memory_analysis().temp_size_in_bytes``, nothing run) in MiB. The ratios are SSD
+the same machine load), median, in ms; ``plan`` is XLA's memory plan of the compiled fwd+bwd,
+temporaries + outputs (``memory_analysis()``, nothing run: what it needs beyond its inputs),
+in MiB. ``--plan-only`` compiles and prints the plans without running anything (the issue's
+largest size compiles in seconds on a CPU, where running it takes minutes). The ratios are SSD
 chunked / S6 chunked and quadratic / SSD chunked (< 1: the first is faster or smaller). It also
 prints the largest difference between the chunked and quadratic SSD outputs, relative to
 max |y|. This is a benchmark, not a test; the script runs unchanged on a CPU or a GPU.
@@ -43,15 +48,27 @@ def parse_args(argv=None):
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="SSD's chunk (default: scan.SSD_CHUNK_SIZE); S6 keeps its own default")
+    parser.add_argument("--chunks-per-group", default=None,
+                        help="SSD's most chunks at once, an integer or 'none' (one program; "
+                             "default: scan.SSD_CHUNKS_PER_GROUP)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="compile the fwd+bwd and print XLA's plans, run nothing")
     parser.add_argument("--max-quadratic", type=int, default=2048,
                         help="time the quadratic form only up to this L (default 2048)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (median; default 5)")
     parser.add_argument("--quick", action="store_true",
-                        help="B = 2, D = 64, P = 16, N = 16, L = 256, 1024, 3 repeats")
+                        help="B = 2, D = 64, P = 16, N = 16, L = 256, 1024, 4096, 3 repeats")
     args = parser.parse_args(argv)
     if args.quick:
         args.batch, args.channels, args.head_dim, args.state_size = 2, 64, 16, 16
-        args.lengths, args.repeats = [256, 1024], 3
+        args.lengths, args.repeats = [256, 1024, 4096], 3
+    if args.chunks_per_group is not None:
+        if args.chunks_per_group.lower() == "none":
+            args.chunks_per_group = "none"
+        elif not args.chunks_per_group.isdigit() or int(args.chunks_per_group) < 1:
+            parser.error(f"--chunks-per-group must be an integer >= 1 or 'none'; got {args.chunks_per_group!r}")
+        else:
+            args.chunks_per_group = int(args.chunks_per_group)
     if args.channels % args.head_dim:
         parser.error(f"--head-dim ({args.head_dim}) must divide --channels ({args.channels})")
     return args
@@ -61,15 +78,17 @@ def main(argv=None) -> None:
     import jax
     import jax.numpy as jnp
 
-    from annotated_ssm.scan import SELECTIVE_SCAN_CHUNK_SIZE, SSD_CHUNK_SIZE, selective_scan, ssd_quadratic, ssd_scan
+    from annotated_ssm.scan import (SELECTIVE_SCAN_CHUNK_SIZE, SSD_CHUNK_SIZE, SSD_CHUNKS_PER_GROUP, selective_scan,
+                                    ssd_quadratic, ssd_scan)
 
     args = parse_args(argv)
     B, D, P, N = args.batch, args.channels, args.head_dim, args.state_size
     H = D // P
     T = args.chunk_size or SSD_CHUNK_SIZE
+    groups = {None: SSD_CHUNKS_PER_GROUP, "none": None}.get(args.chunks_per_group, args.chunks_per_group)
 
     def ssd_chunked(x, log_a, b, c):  # b, c (B, L, N): one group, shared by the heads
-        return ssd_scan(x, log_a, b[:, :, None], c[:, :, None], chunk_size=T)[0]
+        return ssd_scan(x, log_a, b[:, :, None], c[:, :, None], chunk_size=T, chunks_per_group=groups)[0]
 
     def quadratic(x, log_a, b, c):
         return ssd_quadratic(x, log_a, b[:, :, None], c[:, :, None])
@@ -91,7 +110,10 @@ def main(argv=None) -> None:
     def compiled(fn, args_):
         forward = jax.jit(fn)
         grad = jax.jit(jax.grad(lambda *a: jnp.sum(fn(*a) ** 2), argnums=tuple(range(len(args_)))))
-        plan = grad.lower(*args_).compile().memory_analysis().temp_size_in_bytes
+        analysis = grad.lower(*args_).compile().memory_analysis()
+        plan = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+        if args.plan_only:
+            return forward, grad, plan, analysis.temp_size_in_bytes
         jax.block_until_ready(forward(*args_))
         jax.block_until_ready(grad(*args_))
         return forward, grad, plan
@@ -102,8 +124,22 @@ def main(argv=None) -> None:
         return 1e3 * (time.perf_counter() - start)
 
     print(f"backend {jax.default_backend()}: B = {B}, D = H·P = {D} ({H} heads of P = {P}), N = {N}, "
-          f"float32; SSD chunk {T}, S6 chunk {SELECTIVE_SCAN_CHUNK_SIZE}; times in ms (median of "
-          f"{args.repeats}), plan = XLA's planned fwd+bwd temporaries in MiB")
+          f"float32; SSD chunk {T}, at most {groups or 'all'} chunks at once; S6 chunk "
+          f"{SELECTIVE_SCAN_CHUNK_SIZE}; " + ("" if args.plan_only else f"times in ms (median of "
+          f"{args.repeats}), ") + "plan = XLA's planned fwd+bwd temporaries + outputs in MiB")
+    if args.plan_only:
+        print(f"{'L':>6s} | {'plan (temporaries + outputs), MiB':>34s}")
+        for L in args.lengths:
+            ssd_args, s6_args = (jax.tree.map(lambda z: jax.ShapeDtypeStruct(z.shape, z.dtype), a)
+                                 for a in inputs(L, jax.random.key(L)))
+            variants = {"ssd": (ssd_chunked, ssd_args), "s6": (s6_chunked, s6_args)}
+            if L <= args.max_quadratic:
+                variants["quad"] = (quadratic, ssd_args)
+            for name, (fn, a) in variants.items():
+                _, _, plan, temp = compiled(fn, a)
+                print(f"{L:6d} | {name:4s} {plan / MIB:9.1f} = {temp / MIB:.1f} + {(plan - temp) / MIB:.1f}",
+                      flush=True)
+        return
     header = (f"{'L':>6s} | {'ssd fwd':>8s} {'f+b':>8s} {'plan':>8s} | {'s6 fwd':>8s} {'f+b':>8s} {'plan':>8s}"
               f" | {'quad fwd':>8s} {'f+b':>8s} {'plan':>8s} | {'ssd/s6 fwd':>10s} {'f+b':>6s} {'plan':>6s}"
               f" | {'quad/ssd f+b':>12s} {'plan':>6s} | {'|ssd-quad|':>10s}")

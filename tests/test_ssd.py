@@ -50,12 +50,15 @@ def problem(length, seed=0, dtype=np.float64, heads=HEADS):
 
 
 # One compiled program per shape (eagerly, each small operation would compile on its own).
-scan_jit = jax.jit(ssd_scan, static_argnames="chunk_size")
+scan_jit = jax.jit(ssd_scan, static_argnames=("chunk_size", "chunks_per_group"))
 recurrence_jit = jax.jit(ssd_recurrence)
 quadratic_jit = jax.jit(ssd_quadratic)
 
 LENGTHS = [1, 37, 40]  # one step, a prime, a multiple of the chunk of 8
 CHUNKS = [1, 8, 64]  # one step per chunk, a divisor of 40 (not of 37), longer than every length
+# The most chunks at once: None, all (one program); 2, groups of at most 2 chunks in a loop
+# (37 steps in chunks of 1: 19 groups of 2 chunks, padded to 38 steps; of 8: 3 groups of 2).
+GROUPS = [None, 2]
 TOLERANCE = {np.float32: 1e-5, np.float64: 1e-10}
 
 
@@ -72,16 +75,18 @@ def check(name, got, expected, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("length", LENGTHS)
 @pytest.mark.parametrize("chunk_size", CHUNKS)
-def test_chunked_scan_equals_the_loop_with_a_state_in_and_out(length, chunk_size, dtype):
+@pytest.mark.parametrize("chunks_per_group", GROUPS)
+def test_chunked_scan_equals_the_loop_with_a_state_in_and_out(length, chunk_size, chunks_per_group, dtype):
     x, log_a, b, c, h0 = problem(length, seed=length + chunk_size, dtype=dtype)
     y_ref, final_ref = ssd_loop(x, log_a, b, c, h0)
+    run = functools.partial(scan_jit, chunk_size=chunk_size, chunks_per_group=chunks_per_group)
     with jax.enable_x64(dtype == np.float64):
-        y, final = scan_jit(x, log_a, b, c, chunk_size=chunk_size, initial_state=h0)
+        y, final = run(x, log_a, b, c, initial_state=h0)
         assert y.shape == x.shape and final.shape == h0.shape
         check("y", y, y_ref, dtype)
         check("final state", final, final_ref, dtype)
         # Without an initial state: the state starts at zero.
-        y0, final0 = scan_jit(x, log_a, b, c, chunk_size=chunk_size)
+        y0, final0 = run(x, log_a, b, c)
         y0_ref, final0_ref = ssd_loop(x, log_a, b, c)
         check("y from zero", y0, y0_ref, dtype)
         check("final from zero", final0, final0_ref, dtype)
@@ -131,14 +136,15 @@ def test_groups_of_heads_share_b_and_c(dtype):
                                         np.repeat(c[:, :1], 2, axis=2), h0)[0][:, 0], dtype)
 
 
-def test_padding_leaves_the_final_state_unchanged():
-    """37 steps in chunks of 8 are padded with 3 steps (log_a = 0, b = 0): the final state is
-    that of step 36, not of a decayed or driven step 39. Large decays make a wrong padding
-    visible (exp(-1) per padded step)."""
+@pytest.mark.parametrize("chunks_per_group", GROUPS)
+def test_padding_leaves_the_final_state_unchanged(chunks_per_group):
+    """37 steps in chunks of 8 are padded with 3 steps (log_a = 0, b = 0), with 11 in 3 groups
+    of 2 chunks: the final state is that of step 36, not of a decayed or driven step 39 (or
+    47). Large decays make a wrong padding visible (exp(-1) per padded step)."""
     with jax.enable_x64(True):
         x, log_a, b, c, h0 = problem(37, seed=4)
         log_a = np.full_like(log_a, -1.0)
-        _, final = scan_jit(x, log_a, b, c, chunk_size=8, initial_state=h0)
+        _, final = scan_jit(x, log_a, b, c, chunk_size=8, initial_state=h0, chunks_per_group=chunks_per_group)
         assert relative_error(final, ssd_loop(x, log_a, b, c, h0)[1]) < 1e-12
 
 
@@ -155,16 +161,19 @@ def test_two_pieces_with_the_state_carried_equal_one_pass(algorithm):
         assert relative_error(final2, final) < 1e-12
 
 
-def test_gradients_of_the_chunked_scan_match_central_differences_float64():
+@pytest.mark.parametrize("chunks_per_group", [None, 1, 2])
+def test_gradients_of_the_chunked_scan_match_central_differences_float64(chunks_per_group):
     """The directional derivative wrt every input (x, log_a, b, c, the initial state) against
-    central differences, 11 steps in chunks of 4 (two full chunks and a padded one)."""
+    central differences, 11 steps in chunks of 4 (two full chunks and a padded one): in one
+    program, in 3 groups of 1 chunk, in 2 groups of 2 chunks (padded to 16 steps)."""
     with jax.enable_x64(True):
         inputs = problem(11, seed=6)
         weights = jnp.asarray(np.random.default_rng(7).normal(size=inputs[0].shape))
 
         @jax.jit
         def loss(*inputs):
-            y, final = ssd_scan(*inputs[:4], chunk_size=4, initial_state=inputs[4])
+            y, final = ssd_scan(*inputs[:4], chunk_size=4, initial_state=inputs[4],
+                                chunks_per_group=chunks_per_group)
             return jnp.sum(weights * jnp.sin(y)) + jnp.sum(final ** 2)
 
         grads = jax.grad(loss, argnums=tuple(range(5)))(*inputs)
@@ -227,6 +236,70 @@ def test_shapes_are_checked():
         ssd_recurrence(x, log_a, b, c, initial_state=h0[0])
     with pytest.raises(ValueError, match="chunk_size"):
         ssd_scan(x, log_a, b, c, chunk_size=0)
+    for value in (0, 2.0, True):
+        with pytest.raises(ValueError, match=f"chunks_per_group must be an integer >= 1 or None; got {value!r}"):
+            ssd_scan(x, log_a, b, c, chunk_size=4, chunks_per_group=value)
+
+
+# --- groups of chunks: the long-sequence path ---------------------------------------------------
+
+
+def test_groups_of_chunks_equal_one_program_values_and_gradients_float32():
+    """The loop over groups of chunks computes what the one program does: y, the final state
+    and the gradient wrt every input, to float32 rounding (~1e-6 relative), for groups that
+    divide the chunks (6 chunks of 8 in groups of 2 and 3) and that do not (4: 2 groups of
+    3, padded by a chunk), with b and c shared by 2 groups of heads."""
+    x, log_a, b, c, h0 = problem(48, seed=13, dtype=np.float32, heads=4)
+    b, c = b[:, :, :2], c[:, :, :2]
+    weights = jnp.asarray(np.random.default_rng(14).normal(size=x.shape), jnp.float32)
+
+    def outputs(chunks_per_group):
+        def loss(*inputs):
+            y, final = ssd_scan(*inputs[:4], chunk_size=8, initial_state=inputs[4],
+                                chunks_per_group=chunks_per_group)
+            return jnp.sum(weights * jnp.sin(y)) + jnp.sum(final ** 2), (y, final)
+
+        grads, (y, final) = jax.jit(jax.grad(loss, argnums=tuple(range(5)), has_aux=True))(x, log_a, b, c, h0)
+        return (y, final) + grads
+
+    one_program = outputs(None)
+    for chunks_per_group in (2, 3, 4):
+        for name, got, expected in zip(["y", "final", "dx", "dlog_a", "db", "dc", "dh0"],
+                                       outputs(chunks_per_group), one_program):
+            assert got.dtype == jnp.float32
+            assert relative_error(got, expected) < 2e-6, (chunks_per_group, name, relative_error(got, expected))
+
+
+def test_loop_only_above_chunks_per_group():
+    """At most chunks_per_group chunks: one program without a loop (chapter 10 counts its
+    FLOPs with XLA's cost analysis, which counts a loop's body once); more: a loop."""
+    x, log_a, b, c, _ = problem(64, dtype=np.float32)
+
+    def text(**options):
+        return jax.jit(lambda *a: ssd_scan(*a, **options)[0]).lower(x, log_a, b, c).as_text(dialect="hlo")
+
+    assert " while(" not in text(chunk_size=8, chunks_per_group=8)
+    assert " while(" not in text(chunk_size=8, chunks_per_group=None)
+    assert " while(" in text(chunk_size=8, chunks_per_group=7)
+    assert " while(" not in text(chunk_size=2)  # 32 chunks: the default, SSD_CHUNKS_PER_GROUP
+    assert " while(" in text(chunk_size=1)
+
+
+def test_groups_of_chunks_plan_less_memory():
+    """XLA's plan (temporaries + outputs of the compiled fwd+bwd, nothing run) of 4096 steps in
+    256 chunks of 16: in groups of 16 chunks, each recomputed in the backward pass, well under
+    half of the one program's, whose blocks of every chunk are kept for the backward pass."""
+    shapes = [(1, 4096, 2, 16), (1, 4096, 2), (1, 4096, 1, 16), (1, 4096, 1, 16)]
+    inputs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
+
+    def plan(chunks_per_group):
+        loss = lambda *a: jnp.sum(ssd_scan(*a, chunk_size=16, chunks_per_group=chunks_per_group)[0] ** 2)  # noqa: E731
+        analysis = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3))).lower(*inputs).compile().memory_analysis()
+        if analysis is None:
+            pytest.skip("this backend gives no memory analysis")
+        return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+
+    assert plan(16) < 0.5 * plan(None), (plan(16), plan(None))
 
 
 # --- the layer ---------------------------------------------------------------------------------
@@ -321,3 +394,18 @@ def test_head_dim_default_and_errors():
     for option, value in [("head_dim", 0), ("n_groups", 0), ("chunk_size", 0), ("chunk_size", 2.5)]:
         with pytest.raises(ValueError, match=option):
             SSDLayer(8, 4, **{option: value}, rngs=nnx.Rngs(0))
+
+
+def test_groups_of_chunks_keep_every_contraction_at_full_precision():
+    """tests/test_precision.py walks ssd_scan's one program; the loop over groups (a scan of a
+    checkpointed body), forward and backward, is walked here."""
+    from test_precision import assert_full_precision
+
+    x, log_a, b, c, h0 = problem(37, dtype=np.float32)
+
+    def loss(*inputs):
+        y, final = ssd_scan(*inputs[:4], chunk_size=4, initial_state=inputs[4], chunks_per_group=3)
+        return jnp.sum(y ** 2) + jnp.sum(final ** 2)
+
+    assert_full_precision(lambda *a: ssd_scan(*a, chunk_size=4, chunks_per_group=3), x, log_a, b, c)
+    assert_full_precision(jax.grad(loss, argnums=tuple(range(5))), x, log_a, b, c, h0)

@@ -31,6 +31,7 @@ SMALL_GRIDS = {
     "figure3": {"N": [16, 256], "discretization": ["zoh", "bilinear"]},
     "s5": {"P": [16, 32], "J": [1, 4], "log10_step": [(-3.0, -1.0), (-2.0, 0.0)]},
     "selective": {"position": [24, 8], "gate": [4.0, -8.0]},
+    "duality": {"A": [-1.0, -4.0], "token_step": [10.0, 0.001]},
 }
 
 

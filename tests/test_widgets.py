@@ -42,6 +42,7 @@ EXPLORERS = {
     "figure3": lambda: widgets.figure3_explorer(),
     "s5": lambda: widgets.s5_explorer(),
     "selective": lambda: widgets.selective_explorer(),
+    "duality": lambda: widgets.duality_explorer(),
 }
 
 
@@ -100,6 +101,7 @@ def test_widget_view_without_repr_mimebundle(monkeypatch, explorers):
 @pytest.mark.parametrize("name, control, value", [
     ("eigenvalue", "states", 2), ("hippo", "N", 16), ("discretization", "method", "zoh"),
     ("s4d", "N", 128), ("figure3", "N", 64), ("s5", "P", 16), ("selective", "gate", -8.0),
+    ("duality", "token_step", 0.001),
 ])
 def test_moving_a_control_redraws(name, control, value, explorers):
     explorer = explorers[name]
@@ -119,6 +121,7 @@ def test_moving_a_control_redraws(name, control, value, explorers):
     ("figure3", {"N": 1024, "discretization": "bilinear"}),
     ("s5", {"P": 64, "J": 8, "log10_step": (-2.0, 0.0)}),
     ("selective", {"position": 40, "gate": -8.0}),
+    ("duality", {"A": -0.25, "token_step": 0.001}),
 ])
 def test_image_depends_on_the_values_only(name, moves):
     """Each explorer updates one figure in place: after its controls move and come back, the

@@ -32,7 +32,7 @@ from matplotlib.ticker import NullFormatter
 from .plotting import PAGE_WIDTH, complex_plane, page_style
 
 __all__ = ["DiagonalSSMFigure", "HiPPOFigure", "DiscretizationFigure", "S4DFigure", "Figure3Figure",
-           "S5Figure", "SelectiveFigure"]
+           "S5Figure", "SelectiveFigure", "DecayMaskFigure"]
 
 #: Space added on each side of the data's range, as a fraction of it (matplotlib's default
 #: ``axes.xmargin``/``axes.ymargin``, so the figures look as autoscaled ones did).
@@ -532,5 +532,87 @@ class SelectiveFigure:
             for mark in self.marks:
                 mark.set_xdata([position, position])
             self.ax_response.set_xlim(_span(t))
+            self.title.set_text(title)
+        return self.figure
+
+
+class DecayMaskFigure:
+    """Chapter 10: the decay mask L of one SSD head. Left, L[t, s] on a log colour scale
+    (white: below ``floor``, or 0 above the diagonal), cut into the chunks of the chunked
+    algorithm; right, its last row, L[L-1, s] against s: how much of the input at s the last
+    output still sees. The chosen token is marked on both.
+
+    Args:
+        chunk_size: the chunks drawn (lines every ``chunk_size`` steps).
+        floor: the smallest value shown on either panel (log axes with fixed limits).
+    """
+
+    def __init__(self, *, chunk_size: int = 8, floor: float = 1e-3):
+        self.chunk_size, self.floor = int(chunk_size), float(floor)
+        with page_style():
+            self.figure = fig = _page_figure(3.4)
+            self.ax_mask, self.ax_row = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
+            self.image = self.ax_mask.imshow(np.full((2, 2), np.nan), cmap="magma_r",
+                                             vmin=np.log10(self.floor), vmax=0.0)
+            colorbar = fig.colorbar(self.image, ax=self.ax_mask, fraction=0.046, pad=0.03)
+            exponents = np.arange(int(np.ceil(np.log10(self.floor))), 1)
+            colorbar.set_ticks(exponents, labels=[f"$10^{{{e}}}$" if e else "1" for e in exponents])
+            self.ax_mask.set_xlabel("input step s")
+            self.ax_mask.set_ylabel("output step t")
+            self.ax_mask.set_title("the mask L")
+            self.chunk_lines = []
+            self.row, = self.ax_row.plot([], [], color="black", lw=1.3, marker="o", ms=3)
+            self.row_mark = self.ax_row.axvline(0, color="tab:blue", lw=1, ls=":")
+            self.mask_marks = [self.ax_mask.axvline(0, color="tab:blue", lw=1, ls=":"),
+                               self.ax_mask.axhline(0, color="tab:blue", lw=1, ls=":")]
+            self.ax_row.set_yscale("log")
+            self.ax_row.set_ylim(self.floor, 2.0)
+            self.ax_row.yaxis.set_minor_formatter(NullFormatter())
+            self.ax_row.set_xlabel("input step s")
+            self.ax_row.set_title("its last row (the last output)")
+            self.title = fig.suptitle("")
+            fig.subplots_adjust(left=0.09, right=0.97, bottom=0.16, top=0.8, wspace=0.4)
+        self._length = None
+
+    def update(self, mask, *, position: int, title: str = "") -> Figure:
+        """Show one mask.
+
+        Args:
+            mask: (L, L) L[t, s] (:func:`.decay_mask`), zero above the diagonal.
+            position: the chosen token (marked by dotted lines).
+            title: the figure's title.
+
+        Returns:
+            The figure, updated.
+        """
+        mask = np.asarray(mask, np.float64)
+        L = mask.shape[0] if mask.ndim == 2 else 0
+        if mask.ndim != 2 or mask.shape != (L, L) or L < 1 or not 0 <= position < L:
+            raise ValueError(f"mask must be a square (L, L) array and position lie in [0, L); got "
+                             f"shape {mask.shape}, position {position}.")
+        lower = np.tril(np.ones((L, L), bool))
+        with page_style():
+            shown = np.log10(np.maximum(mask, 1e-300))
+            self.image.set_data(np.where(lower & (mask >= self.floor), shown, np.nan))
+            self.image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+            if self._length != L:  # the chunk grid and ticks depend on the length only
+                for line in self.chunk_lines:
+                    line.remove()
+                edges = np.arange(self.chunk_size, L, self.chunk_size) - 0.5
+                self.chunk_lines = ([self.ax_mask.axhline(e, color="0.6", lw=0.8) for e in edges]
+                                    + [self.ax_mask.axvline(e, color="0.6", lw=0.8) for e in edges])
+                ticks = [0, L // 2, L - 1]
+                self.ax_mask.set_xticks(ticks)
+                self.ax_mask.set_yticks(ticks)
+                self.ax_row.set_xticks(ticks)
+                self.ax_mask.set_xlim(-0.5, L - 0.5)
+                self.ax_mask.set_ylim(L - 0.5, -0.5)
+                self.ax_row.set_xlim(_span(np.arange(L)))
+                self._length = L
+            self.row.set_data(np.arange(L), np.where(mask[-1] > 0, mask[-1], np.nan))
+            self.ax_row.set_ylabel(f"$L_{{{L - 1},s}}$")
+            self.row_mark.set_xdata([position, position])
+            self.mask_marks[0].set_xdata([position - 0.5, position - 0.5])
+            self.mask_marks[1].set_ydata([position - 0.5, position - 0.5])
             self.title.set_text(title)
         return self.figure

@@ -8,6 +8,8 @@
                                           impulse responses (S5 explorer)
     gated_s6_layer, selective_responses   a hand-set S6 layer and its input-dependent
                                           impulse responses (selective explorer, chapter 9)
+    decay_mask                            SSD's mask of cumulative decays (duality
+                                          explorer, chapter 10)
 
 An explorer redraws whenever a control moves, so its numbers must cost milliseconds. Three
 devices make them so, and they are why this module is apart from the layers' own
@@ -45,6 +47,7 @@ from ..hippo import legs, legs_basis, legs_eigenvalues
 from ..initialization import DIAGONAL_INITS, S5Init, diagonal_init, log_step_size, s5_init
 from ..kernels import naive_kernel, vandermonde_kernel
 from ..layers.s6 import S6Layer
+from ..scan import segment_sum
 
 __all__ = [
     "legs_eigenvectors",
@@ -68,6 +71,7 @@ __all__ = [
     "gated_s6_layer",
     "SelectiveResponses",
     "selective_responses",
+    "decay_mask",
 ]
 
 
@@ -444,3 +448,32 @@ def selective_responses(layer: S6Layer, u, channel: int = 0) -> SelectiveRespons
     exponent = np.where(later[..., None], total[:, None, :] - total[None, :, :], -np.inf)
     responses = np.einsum("tn,tsn,sn->ts", C, np.exp(exponent), step[:, None] * B)
     return SelectiveResponses(step, responses)
+
+
+# --- Chapter 10: SSD's decay mask -----------------------------------------------------------
+
+
+@functools.cache
+def _jitted_segment_sum():
+    return jax.jit(segment_sum)  # compiled once per length
+
+
+def decay_mask(step, A) -> np.ndarray:
+    """The decay mask of one SSD head, L[t, s] = exp(A · Σ_{k=s+1}^{t} Δ_k) for t >= s and
+    0 above the diagonal: the product of the decays a_k = exp(Δ_k A) from s + 1 to t.
+
+    Args:
+        step: (L,) the steps Δ_t > 0 the tokens chose.
+        A: the head's scalar A < 0.
+
+    Returns:
+        (L, L) float64, from the package's :func:`annotated_ssm.scan.segment_sum` of
+        log a = Δ·A (float32, compiled once per length).
+    """
+    step = np.asarray(step, np.float64)
+    if step.ndim != 1 or step.size < 1 or not np.all(np.isfinite(step) & (step > 0)):
+        raise ValueError(f"step must be a non-empty 1-D array of finite numbers > 0; got "
+                         f"shape {step.shape}{'' if step.ndim != 1 else ', min ' + str(step.min(initial=np.inf))}.")
+    A = check_real_in("A", A, -np.inf, 0.0, closed_high=False)
+    log_a = jnp.asarray(step * A, jnp.float32)
+    return np.exp(np.asarray(_jitted_segment_sum()(log_a), np.float64))

@@ -41,7 +41,7 @@ from ..discretize import METHODS, discretize
 from ..initialization import DIAGONAL_INITS
 from ..kernels import naive_kernel
 from . import explorer_figures
-from .explorer_numerics import (FIGURE3_SLOTS, FIGURE3_STEP, FIGURE3_T_MAX, diagonal_kernel,
+from .explorer_numerics import (FIGURE3_SLOTS, FIGURE3_STEP, FIGURE3_T_MAX, decay_mask, diagonal_kernel,
                                 gated_s6_layer, legs_exact_basis, legs_n_basis, s5_responses,
                                 selective_responses, warm_up_diagonal_kernel)
 from .static_explorer import StaticControl, StaticFrames, static_html
@@ -58,6 +58,7 @@ __all__ = [
     "figure3_explorer",
     "s5_explorer",
     "selective_explorer",
+    "duality_explorer",
 ]
 
 WIDGET_VIEW_MIMETYPE = "application/vnd.jupyter.widget-view+json"
@@ -534,3 +535,36 @@ def selective_explorer(length: int = 48, position: int = 24, gate: float = 4.0,
     return Explorer(draw, controls,
                     "Selective explorer: a gated token -> each token's Δ and the impulse "
                     "responses", grid=grid)
+
+
+# --- Chapter 10: state space duality ----------------------------------------------------
+
+
+def duality_explorer(length: int = 32, position: int = 12, base_step: float = 0.1,
+                     A: float = -1.0, token_step: float = 10.0, chunk_size: int = 8) -> Explorer:
+    """SSD's decay mask L as A and one token's Δ move: every token has the step
+    ``base_step`` except the one at ``position``; log a_t = Δ_t A
+    (:func:`annotated_ssm.book.explorer_numerics.decay_mask`). With equal steps L is constant
+    along its diagonals (a convolution); a large Δ at the token cuts the later outputs off
+    from the earlier inputs, a tiny one lets them pass. The length never changes, so
+    nothing is compiled again.
+    """
+    figure = explorer_figures.DecayMaskFigure(chunk_size=chunk_size)
+
+    def draw(A, token_step):
+        step = np.full(length, base_step)
+        step[position] = token_step
+        title = (f"A = {A:g}: a = {np.exp(base_step * A):.3g} per step of Δ = {base_step:g}; "
+                 f"token {position}: Δ = {token_step:g}, a = {np.exp(token_step * A):.2g}")
+        return figure.update(decay_mask(step, A), position=position, title=title)
+
+    controls = {
+        "A": w.SelectionSlider(options=[-8.0, -4.0, -2.0, -1.0, -0.5, -0.25, -0.125], value=A,
+                               description="A", continuous_update=False, style=_STYLE),
+        "token_step": w.FloatLogSlider(value=token_step, base=10, min=-3, max=1, step=0.25,
+                                       description=f"Δ at token {position}",
+                                       continuous_update=False, style=_STYLE),
+    }
+    grid = {"A": [-4.0, -1.0, -0.25], "token_step": [0.001, 0.1, 1.0, 10.0]}
+    return Explorer(draw, controls, "Duality explorer: A and one token's Δ -> the decay mask",
+                    grid=grid)

@@ -12,7 +12,8 @@ The H = d_model channels are cut into heads of P = ``head_dim`` channels. Each h
 different values per channel and P = 1; SSD ties A across a head's N states and shares B, C
 across its P channels, which turns the recurrence into masked attention, y = (L ∘ C Bᵀ) x,
 and lets ``layer(u)`` run :func:`annotated_ssm.scan.ssd_scan`: Mamba-2's chunked algorithm,
-matrix products within chunks of ``chunk_size`` steps and a scan of one state per chunk.
+matrix products within chunks of ``chunk_size`` steps and a scan of one state per chunk
+(past ``scan.SSD_CHUNKS_PER_GROUP`` chunks, in groups recomputed in the backward pass).
 ``step`` is one step of the recurrence (:func:`annotated_ssm.scan.ssd_step`).
 
 Initialisation as Mamba-2's ``mamba2_simple.py``: A = -exp(``log_A_real``) with -A ~ U[1, 16]
