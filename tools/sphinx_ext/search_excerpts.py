@@ -34,6 +34,7 @@ import html
 import json
 import pathlib
 import re
+import unicodedata
 
 from docutils import nodes
 
@@ -103,6 +104,10 @@ def tex_to_text(tex: str) -> str:
             match = re.match(r"\\([A-Za-z]+|.)", tex[i:])
             name = match.group(1)
             i += match.end()
+            if name in GREEK or name == "ell":  # a space after a letter's name ends the name:
+                rest = tex[i:].lstrip(" ")  # "\\Delta A" is ΔA, "\\Lambda - P" Λ - P
+                if rest[:1].isalnum() or re.match(r"\\[A-Za-z]", rest):
+                    i = len(tex) - len(rest)
             if name in ("frac", "tfrac", "dfrac"):
                 top, i = _group(tex, i)
                 bottom, i = _group(tex, i)
@@ -137,7 +142,7 @@ def tex_to_text(tex: str) -> str:
             continue
         out.append(char)
         i += 1
-    return re.sub(r"\s+", " ", "".join(out)).strip()
+    return unicodedata.normalize("NFC", re.sub(r"\s+", " ", "".join(out)).strip())
 
 
 def _hidden_code(node) -> bool:
