@@ -30,14 +30,14 @@ def test_an_indented_table_becomes_a_literal_block_and_bars_are_escaped():
     lines = ["Modules, in order:",
              "    ssm      continuous time",
              "             (two lines)",
-             "    hippo    |x| stays as written here",
+             "    hippo    |x| stays as written here (``LAYERS``)",
              "",
              "The error is |z| and ``|z|`` stays literal."]
     assert api_docstrings.rewrite(lines) == [
         "Modules, in order:", "", "::", "",
         "    ssm      continuous time",
         "             (two lines)",
-        "    hippo    |x| stays as written here",
+        "    hippo    |x| stays as written here (LAYERS)",
         "",
         r"The error is \|z\| and ``|z|`` stays literal."]
 

@@ -7,7 +7,8 @@ collapses their spaces) and the second as substitutions. Before napoleon turns t
 sections (``Args:``, ``Returns:``, …) into fields, this
 
 - makes every indented block that is not the continuation of a list item, a paragraph or a
-  Google section a literal block (shown as written, in monospace), and
+  Google section a literal block (shown as written, in monospace, less the ````…````
+  marks of inline literals, which a literal block would show), and
 - escapes ``|`` outside literals, so ``|z|`` is the text |z|;
 - keeps the first sentence of a constant's or property's docstring as text (napoleon would
   read "Fields a resumed run may change: …" as a type and a description).
@@ -51,6 +52,7 @@ SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Argume
 # Where the text of a list item starts: "- item", "* item", "1. item", "(a) item".
 ITEM = re.compile(r"\s*(?:[-*+•]|\d+[.)]|\(\w+\)|\w[.)])\s+")
 LITERAL = re.compile(r"(``.*?``)")
+INLINE_LITERAL = re.compile(r"``(.+?)``")
 
 
 def indent(line: str) -> int:
@@ -99,7 +101,8 @@ def rewrite(lines: list[str]) -> list[str]:
                 out.pop()
             out += ["", " " * base + "::", ""]
             while i < len(lines) and (not lines[i].strip() or indent(lines[i]) > base):
-                out.append(lines[i])
+                # Shown as written, but without reST's inline-literal marks (``LAYERS``).
+                out.append(INLINE_LITERAL.sub(r"\1", lines[i]))
                 i += 1
             while out and not out[-1].strip():
                 out.pop()
