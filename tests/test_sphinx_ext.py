@@ -116,3 +116,23 @@ def test_explorer_frames_become_files_named_by_content(tmp_path):
     stored = json.loads(html.unescape(out.split('data-explorer="')[1].split('"')[0]))
     assert stored["images"] == [f"../_images/explorer/{files[0].name}"] * 2
     assert f'<img src="../_images/explorer/{files[0].name}">' in out
+
+
+def test_the_header_lists_chapters_by_number_and_named_pages_by_label():
+    from types import SimpleNamespace
+
+    site_layout = _load("site_layout")
+    titles = {"intro": "The book", "book/01_a": "1. Continuous time", "book/02_b": "2. HiPPO",
+              "package": "Use the package", "bibliography": "Bibliography"}
+    env = SimpleNamespace(
+        config=SimpleNamespace(root_doc="intro"),
+        toctree_includes={"intro": ["book/01_a", "book/02_b", "package", "bibliography"]},
+        titles={name: nodes.title(text=title) for name, title in titles.items()})
+    builder = SimpleNamespace(env=env, get_relative_uri=lambda page, doc: f"{doc}.html")
+    app = SimpleNamespace(builder=builder, config=SimpleNamespace(
+        book_header_labels={"intro": "Home", "package": "Package"}))
+    assert site_layout.header_links(app, "book/02_b") == [
+        ("Home", "The book", "intro.html", False),
+        ("1", "1. Continuous time", "book/01_a.html", False),
+        ("2", "2. HiPPO", "book/02_b.html", True),
+        ("Package", "Use the package", "package.html", False)]  # no label: not listed
