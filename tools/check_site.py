@@ -96,7 +96,10 @@ SEARCH_TEACHES = {
     "resume": ("book/package", "book/08_training"),
 }
 API_PAGES = ("book/reference/", "genindex", "py-modindex")
-TEX = re.compile(r"\\[A-Za-z]+|\$[^$]+\$")  # TeX source in an excerpt: \mathbf, $x$
+# TeX source in an excerpt: a command of the book's formulas (\mathbf, \Delta, …) or $…$.
+TEX = re.compile(r"\\(?:math[a-z]+|boldsymbol|frac|tfrac|sqrt|bar|overline|tilde|hat|left|"
+                 r"right|cdot|times|sum|prod|top|ell|[A-Za-z]*(?:alpha|beta|gamma|delta|"
+                 r"lambda|mu|theta|sigma|omega|Delta|Lambda|Sigma|Omega))\b|\$[^$\s][^$]*\$")
 PRIMARY = ".bd-sidebar-primary"
 SECONDARY = ".bd-sidebar-secondary"
 
