@@ -95,7 +95,7 @@ SEARCH_TEACHES = {
     "selective": ("book/09_selective",), "train on GPU": ("book/package", "book/08_training"),
     "resume": ("book/package", "book/08_training"),
 }
-API_PAGES = ("book/reference/", "genindex", "py-modindex")
+API_PAGES = ("book/reference", "genindex", "py-modindex")  # the landing page and its modules
 # TeX source in an excerpt: a command of the book's formulas (\mathbf, \Delta, …) or $…$.
 TEX = re.compile(r"\\(?:math[a-z]+|boldsymbol|frac|tfrac|sqrt|bar|overline|tilde|hat|left|"
                  r"right|cdot|times|sum|prod|top|ell|[A-Za-z]*(?:alpha|beta|gamma|delta|"
@@ -465,7 +465,8 @@ def search_problems(query: str, results: list) -> list[str]:
     none; an excerpt without a word of the query, or with TeX source; for a word the book
     teaches (SEARCH_TEACHES), another page first, or an API entry not named by the query
     above a page of the book."""
-    words = [w for w in query.lower().split() if len(w) > 2]
+    # A word as typed or by its start, as the search stems it ("selective" finds "selection").
+    words = [w[:max(4, len(w) - 3)] for w in query.lower().split() if len(w) > 2]
     found = [] if results else ["no results"]
     for title, excerpt, _ in results:
         if excerpt is not None and not any(word in excerpt.lower() for word in words):

@@ -32,8 +32,9 @@ var Scorer = {
     if (docName === "genindex" || docName === "py-modindex" ||
         docName.startsWith("book/reference/") || docName === "book/reference") {
       const name = String(title || "").split(/[.\s>]+/).filter(Boolean).pop() || "";
-      const named = words.includes(name.toLowerCase()) ||
-        words.join("_") === name.toLowerCase() || words.join("") === name.toLowerCase();
+      // Named: the whole query is the entry's name ("fit", "parallel scan" for parallel_scan).
+      const named = [words.join(" "), words.join("_"), words.join("")]
+        .includes(name.toLowerCase());
       return named ? score : score - Scorer.apiPenalty;
     }
     const weights = typeof SEARCH_WEIGHTS === "undefined" ? {} : SEARCH_WEIGHTS;
