@@ -174,3 +174,18 @@ def test_bad_inactive():
     with pytest.raises(ValueError, match="inactive must name controls"):
         widgets.Explorer(lambda a: None, {"a": ipywidgets.IntSlider()}, "t",
                          inactive={"b": lambda values: True})
+
+
+def test_the_note_says_what_the_static_page_moves_and_what_it_keeps_fixed():
+    from annotated_ssm.book.static_explorer import StaticControl, static_html
+
+    controls = [StaticControl("n", "N", ("16", "64"), 0, True),
+                StaticControl("dt", "Δ", ("0.01", "0.1"), 0, True)]
+    page = static_html("S4D", controls, [b"a"], [0] * 4, mime="image/png",
+                       fixed=["Re A = -0.5", "method = zoh"])
+    assert ("On this page only N and Δ move, over frames precomputed on a grid; Re A = -0.5 "
+            "and method = zoh stay fixed. Run the notebook to change those and to move every "
+            "control freely.") in page
+    free = static_html("S4D", controls, [b"a"], [0] * 4, mime="image/png")
+    assert ("Precomputed on a grid of values; run the notebook to move every control "
+            "freely.") in free  # an explorer with nothing fixed: unchanged

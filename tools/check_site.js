@@ -173,6 +173,78 @@ function phoneChecks(minPt, dpi, minPx, minTarget) {
   return found;
 }
 
+// Is `element` shown on screen, whole, and on top (what a click at its centre would hit)?
+function visibleOnTop(element) {
+  const style = getComputedStyle(element);
+  const box = element.getBoundingClientRect();
+  if (style.display === "none" || style.visibility !== "visible" || box.width < 4 ||
+    box.height < 4) return false;
+  if (box.left < -1 || box.right > document.documentElement.clientWidth + 1 || box.top < -1 ||
+    box.bottom > window.innerHeight + 1) return false;
+  const top = document.elementFromPoint((box.left + box.right) / 2, (box.top + box.bottom) / 2);
+  return Boolean(top && (top === element || element.contains(top) || top.contains(element)));
+}
+
+// Runs inside the page on a desktop: without a click, a link to every chapter (the
+// header's compact list or the navigation column) and a search box are on screen.
+function navigationOnScreen() {
+  const found = [];
+  const chapter = /(^|\/)\d\d_[^/]*\.html$/;
+  const links = [...document.querySelectorAll("a[href]")].filter((a) =>
+    chapter.test(a.getAttribute("href").split("#")[0]) && !a.closest("article"));
+  const all = new Set(links.map((a) => a.getAttribute("href").split("#")[0]));
+  const shown = new Set(links.filter(visibleOnTop).map((a) => a.getAttribute("href").split("#")[0]));
+  if (all.size === 0) found.push("no links to the chapters outside the article");
+  else if (shown.size < all.size) {
+    found.push(`the chapter list is not on screen without a click (${shown.size} of ` +
+      `${all.size} chapters shown)`);
+  }
+  const boxes = [...document.querySelectorAll('input[type="search"]')]
+    .filter((input) => !input.closest("dialog"));
+  if (!boxes.some(visibleOnTop)) found.push("no search box on screen without a click");
+  return found;
+}
+
+// Runs inside the page: a search field whose magnifier icon covers the text typed into it.
+function searchIconCovers() {
+  const found = [];
+  for (const input of document.querySelectorAll('input[type="search"]')) {
+    if (!visibleOnTop(input)) continue;
+    const box = input.getBoundingClientRect();
+    const style = getComputedStyle(input);
+    const textLeft = box.left + parseFloat(style.borderLeftWidth) + parseFloat(style.paddingLeft);
+    const textRight = box.right - parseFloat(style.borderRightWidth) - parseFloat(style.paddingRight);
+    const form = input.closest("form") || input.parentElement;
+    for (const icon of form.querySelectorAll('i, .fa-magnifying-glass, svg')) {
+      const b = icon.getBoundingClientRect();
+      if (b.width === 0 || getComputedStyle(icon).display === "none") continue;
+      const overlaps = b.right > textLeft + 1 && b.left < textRight - 1 &&
+        b.bottom > box.top + 1 && b.top < box.bottom - 1;
+      if (overlaps) {
+        found.push(`the search icon (${Math.round(b.left)}–${Math.round(b.right)} px) covers ` +
+          `the query's text (from ${Math.round(textLeft)} px)`);
+      }
+    }
+  }
+  return found;
+}
+
+// Runs inside the page on a phone: the API reference's summary tables, a name wrapped
+// over several lines ("Dia/gona/lSys/tem").
+function wrappedNames() {
+  const found = [];
+  for (const cell of document.querySelectorAll("table.autosummary td:first-child")) {
+    const name = cell.querySelector("code, a") || cell;
+    const lines = new Set([...name.getClientRects()].map((r) => Math.round(r.top)));
+    if (lines.size > 1) {
+      found.push(`the summary table wraps the name "${name.textContent.trim().slice(0, 40)}" ` +
+        `over ${lines.size} lines`);
+    }
+  }
+  return [...new Set(found)];
+}
+
 // Globals of the page, for tools/check_site.py (playwright runs an init script in a scope of
 // its own).
-Object.assign(window, { inspect, scrollingBlocks, cutOff, onScreen, phoneChecks });
+Object.assign(window, { inspect, scrollingBlocks, cutOff, onScreen, phoneChecks,
+  navigationOnScreen, searchIconCovers, wrappedNames });

@@ -31,10 +31,19 @@ a 1280 px desktop and on a 400 px touch-screen phone, and prints per page:
   the heaviest page is reported;
 - the first screen of each chapter: its key figure (the article's first image) shows at
   least FIRST_SCREEN_PX of itself before the reader scrolls, at 1280 px and on the phone;
-- search: for each of SEARCH_WORDS, search.html lists results, every excerpt shown holds a
-  word of the query (the sentence it was found in, not the top of the page), and the search
-  fetches each result's text (NAME.search.txt), never a whole page
-  (tools/sphinx_ext/search_excerpts.py); the bytes it downloaded are reported.
+- navigation: at 1280 and 1440 px, a link to every chapter (the header's compact list or the
+  navigation column) and a search box on screen without a click; on the phone a 🔍 button
+  (tools/sphinx_ext/templates/book-header-nav.html);
+- search: for each of SEARCH_WORDS and SEARCH_TEACHES, search.html lists results, every
+  excerpt shown holds a word of the query (the sentence it was found in, not the top of the
+  page) and no TeX source, and the search loads each result's text (NAME.search.js), never a
+  whole page (tools/sphinx_ext/search_excerpts.py); for each word the book teaches, its page
+  comes first and no API entry the query does not name comes before a page of the book; the
+  search page opened as a file (file://) shows excerpts without console errors; no search
+  field's magnifier covers the query's text (every page, desktop and phone);
+- the API reference's landing page: six groups of modules with one-line summaries and an
+  index of classes; on the phone no summary table wraps a name over several lines;
+- on the phone, no code or output block scrolls sideways (they wrap).
 
 A page that only redirects (Jupyter Book's index.html) is not opened: the page it leads to
 is checked, and a redirect to a page that does not exist is a problem.
@@ -78,6 +87,19 @@ CHAPTER = re.compile(r"book/\d\d_")  # the chapters' pages, which open with thei
 FIRST_SCREEN_PX = 100  # CSS px of the key figure on the first screen, at least
 WIDE = 1920  # a wide desktop, measured besides 1280 px
 SEARCH_WORDS = ("Woodbury", "Vandermonde", "selective copying", "kernel")
+# Words the book teaches, and the page that must come first for each (one of them): a
+# chapter or the package page, above any API entry whose name is not the query.
+SEARCH_TEACHES = {
+    "HiPPO": ("book/02_hippo",), "bilinear": ("book/03_discretization",),
+    "Cauchy": ("book/04_s4",), "Woodbury": ("book/04_s4",), "parallel scan": ("book/07_s5",),
+    "selective": ("book/09_selective",), "train on GPU": ("book/package", "book/08_training"),
+    "resume": ("book/package", "book/08_training"),
+}
+API_PAGES = ("book/reference", "genindex", "py-modindex")  # the landing page and its modules
+# TeX source in an excerpt: a command of the book's formulas (\mathbf, \Delta, …) or $…$.
+TEX = re.compile(r"\\(?:math[a-z]+|boldsymbol|frac|tfrac|sqrt|bar|overline|tilde|hat|left|"
+                 r"right|cdot|times|sum|prod|top|ell|[A-Za-z]*(?:alpha|beta|gamma|delta|"
+                 r"lambda|mu|theta|sigma|omega|Delta|Lambda|Sigma|Omega))\b|\$[^$\s][^$]*\$")
 PRIMARY = ".bd-sidebar-primary"
 SECONDARY = ".bd-sidebar-secondary"
 
@@ -124,6 +146,10 @@ def problems(report: dict) -> list[str]:
     lines += [f"400 px: {text}" for text in report.get("phone", [])]
     lines += [f"{width} px: the page's table of contents is not on screen"
               for width in report.get("tocHidden", [])]
+    lines += [f"{width} px: {text}" for width, text in report.get("navigation", [])]
+    lines += [f"{width} px: {text}" for width, text in report.get("searchIcon", [])]
+    lines += [f"400 px: {text}" for text in report.get("scrollingPhone", [])]
+    lines += [f"400 px: {text}" for text in report.get("wrappedNames", [])]
     lines += [f"{width} px: {text}" for width, text in report.get("firstScreen", [])]
     return lines
 
@@ -321,15 +347,20 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     report.update(page.evaluate("max => inspect(max)", MAX_CODE_LINE), page=name)
     report["scrolling"] = page.evaluate("() => scrollingBlocks()")
     report["cutDesktop"] = page.evaluate("() => cutOff()")
-    report["tocHidden"] = []
-    if page.locator(f"{SECONDARY} nav a, {SECONDARY} .page-toc a").count():
-        for width in TOC_WIDTHS:
-            page.set_viewport_size({"width": width, "height": 900})
-            page.wait_for_timeout(100)
-            if not on_screen(page, SECONDARY):
-                report["tocHidden"].append(width)
-        page.set_viewport_size({"width": 1280, "height": 900})
+    report["tocHidden"], report["navigation"], report["searchIcon"] = [], [], []
+    has_toc = page.locator(f"{SECONDARY} nav a, {SECONDARY} .page-toc a").count()
+    for width in TOC_WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(100)
+        if has_toc and not on_screen(page, SECONDARY):
+            report["tocHidden"].append(width)
+        # The chapters and a search box, on screen without a click (book-header-nav.html).
+        report["navigation"] += [(width, text)
+                                 for text in page.evaluate("() => navigationOnScreen()")]
+        report["searchIcon"] += [(width, text)
+                                 for text in page.evaluate("() => searchIconCovers()")]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.wait_for_timeout(100)
     report["togglesDesktop"] = toggles(page, False, lambda what: None)
     # A wide screen, where the page's table of contents has a column of its own.
     page.set_viewport_size({"width": WIDE, "height": 900})
@@ -341,8 +372,16 @@ def check_page(browser: Browser, base: str, name: str, shots: pathlib.Path | Non
     if CHAPTER.match(name) and (problem := key_figure_shown(phone)):
         report["firstScreen"].append((400, problem))
     report["cutPhone"] = phone.evaluate("() => cutOff()")
+    # Code and output wrap on a phone; the API reference's names stay on one line.
+    report["scrollingPhone"] = phone.evaluate("() => scrollingBlocks()")
+    report["wrappedNames"] = phone.evaluate("() => wrappedNames()")
+    report["searchIcon"] += [(400, text) for text in phone.evaluate("() => searchIconCovers()")]
+    if shown_button(phone, ".search-button") is None and \
+            phone.locator(".bd-sidebar-primary").count():
+        report["phone"] = ["no 🔍 search button"]
     readable = read_on_phone(phone)
-    report["phone"], report["smallestLabel"] = readable["problems"], readable["smallest"]
+    report["phone"] = report.get("phone", []) + readable["problems"]
+    report["smallestLabel"] = readable["smallest"]
 
     def shot(what):
         if shots:
@@ -408,21 +447,95 @@ def check_search(browser: Browser, base: str, query: str) -> tuple[str, list[str
         .every(item => item.querySelector("p.context, span"))""", timeout=60000)
     results = page.eval_on_selector_all("ul.search li", """items => items.map(item => [
         item.querySelector("a").innerText,
-        (item.querySelector("p.context") || {}).innerText || null])""")
+        (item.querySelector("p.context") || {}).innerText || null,
+        item.querySelector("a").getAttribute("href")])""")
     context.close()
-    words = [w for w in query.lower().split() if len(w) > 2]
     found = [f"blocked request (offline): {url}" for url in blocked]
-    if not results:
-        found.append("no results")
-    for title, excerpt in results:
-        if excerpt is not None and not any(word in excerpt.lower() for word in words):
-            found.append(f"the excerpt under {title!r} does not show the query: {excerpt[:80]!r}")
+    found += search_problems(query, results)
     pages_fetched = [url for url in fetched if url.endswith(".html")
                      and not url.endswith("/search.html")]
     found += [f"fetched a whole page for an excerpt: {url}" for url in pages_fetched]
-    texts = sum(size for url, size in fetched.items() if url.endswith(".search.txt"))
+    texts = sum(size for url, size in fetched.items() if url.endswith(".search.js"))
     return (f"{len(results)} results, {sum(fetched.values()) / 1e6:.2f} MB downloaded "
             f"({texts / 1e6:.2f} MB of it the results' text)"), found
+
+
+def search_problems(query: str, results: list) -> list[str]:
+    """What is wrong with the results of ``query``, each [title, excerpt or None, href]:
+    none; an excerpt without a word of the query, or with TeX source; for a word the book
+    teaches (SEARCH_TEACHES), another page first, or an API entry not named by the query
+    above a page of the book."""
+    # A word as typed or by its start, as the search stems it ("selective" finds "selection").
+    words = [w[:max(4, len(w) - 3)] for w in query.lower().split() if len(w) > 2]
+    found = [] if results else ["no results"]
+    for title, excerpt, _ in results:
+        if excerpt is not None and not any(word in excerpt.lower() for word in words):
+            found.append(f"the excerpt under {title!r} does not show the query: {excerpt[:80]!r}")
+        if excerpt is not None and TEX.search(excerpt):
+            found.append(f"the excerpt under {title!r} shows TeX source: "
+                         f"{TEX.search(excerpt).group(0)!r}")
+    pages = [href.split("#")[0].removesuffix(".html") for _, _, href in results]
+    if query in SEARCH_TEACHES and results:
+        if pages[0] not in SEARCH_TEACHES[query]:
+            found.append(f"the first result is {pages[0]}, not {' or '.join(SEARCH_TEACHES[query])}")
+        book = [k for k, page in enumerate(pages) if not page.startswith(API_PAGES)]
+        for k, page in enumerate(pages):
+            name = results[k][0].split(".")[-1].strip().lower()
+            named = name in (query.lower(), query.lower().replace(" ", "_"))
+            if page.startswith(API_PAGES) and not named and book and k < book[-1]:
+                found.append(f"the API entry {results[k][0]!r} comes before a page of the book")
+                break
+    return found
+
+
+def check_search_file(browser: Browser, site: pathlib.Path, query: str) -> list[str]:
+    """The search page opened as a file (file://, as the README's first link): results with
+    excerpts and no console errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto((site / "search.html").resolve().as_uri() + "?q=" + query.replace(" ", "+"))
+    page.wait_for_function("""() => {
+        const status = document.querySelector("p.search-summary");
+        return status && /found|did not match/.test(status.innerText);
+    }""", timeout=60000)
+    try:
+        page.wait_for_function("""() => [...document.querySelectorAll("ul.search li")]
+            .every(item => item.querySelector("p.context, span"))""", timeout=15000)
+    except Exception:  # noqa: BLE001  (playwright's timeout: reported below)
+        pass
+    results = page.eval_on_selector_all("ul.search li", """items => items.map(item =>
+        (item.querySelector("p.context") || {}).innerText || null)""")
+    context.close()
+    found = [f"console error: {text[:150]}" for text in errors]
+    if not results:
+        found.append("no results")
+    elif not all(results):
+        found.append(f"{results.count(None)} of {len(results)} results without an excerpt")
+    return found
+
+
+def api_landing(browser: Browser, base: str, name: str) -> list[str]:
+    """The API reference's landing page: at least six groups of modules, each a table of
+    modules with a one-line summary, and an index of classes."""
+    page, _ = open_page(browser, base, base + name, 1280)
+    tables = page.evaluate("""() => [...document.querySelectorAll("article section")]
+        .map(section => [section.querySelector("h2") ? section.querySelector("h2").innerText : "",
+                         [...section.querySelectorAll(":scope > div table.autosummary tr, "
+                           + ":scope > table.autosummary tr")]
+                         .filter(tr => tr.cells.length > 1 && tr.cells[1].innerText.trim()).length])
+        .filter(([title]) => title)""")
+    page.context.close()
+    groups = [title for title, rows in tables if rows and "class" not in title.lower()]
+    classes = sum(rows for title, rows in tables if "class" in title.lower())
+    found = []
+    if len(groups) < 6:
+        found.append(f"{len(groups)} groups of modules with summaries (at least 6): {groups}")
+    if classes == 0:
+        found.append("no index of classes")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -465,8 +578,21 @@ def main(argv: list[str] | None = None) -> int:
                   + ("OK" if not found else f"{len(found)} problem(s)"), flush=True)
             for problem in found:
                 print(f"    {problem}")
+        if not args.pages and (args.site / "book" / "reference.html").exists():
+            found = api_landing(browser, base, "book/reference.html")
+            bad += bool(found)
+            print("API reference landing: " + ("OK" if not found else
+                                               f"{len(found)} problem(s)"), flush=True)
+            for problem in found:
+                print(f"    {problem}")
         if not args.pages and (args.site / "search.html").exists():
-            for query in SEARCH_WORDS:
+            found = check_search_file(browser, args.site, "Woodbury")
+            bad += bool(found)
+            print("search from file://: " + ("OK" if not found else f"{len(found)} problem(s)"),
+                  flush=True)
+            for problem in found:
+                print(f"    {problem}")
+            for query in dict.fromkeys([*SEARCH_WORDS, *SEARCH_TEACHES]):
                 what, found = check_search(browser, base, query)
                 bad += bool(found)
                 print(f"search {query!r}: {what}: "

@@ -7,7 +7,9 @@ outputs were made with, if that tag exists, and otherwise the branch named in
 ``_config.yml``) and the version floors in ``pyproject.toml`` (tools/floors.py; the
 cell compares them with what is installed, upgrades flax, optax, ... in Colab, and stops
 with the fix where an upgrade is not safe: jax, whose CUDA build Colab provides; pip runs
-with jax, jaxlib and their CUDA plugins pinned to the installed versions). Every failure
+with jax, jaxlib and their CUDA plugins pinned to the installed versions, and the cell prints
+a one-line summary of what pip changed instead of pip's log; a local path is given to pip as
+``file://localhost/…``, which the pip of Python 3.11's venv reads). Every failure
 ends in one sentence with the fix: ``SetupError._render_traceback_`` makes IPython and
 Colab show its message instead of a traceback.
 
@@ -40,7 +42,8 @@ TEMPLATE = r'''
 # It checks the installed versions against the oldest ones the book is tested with. In Colab
 # it installs annotated_ssm (the release these outputs were made with, or the branch while
 # that release is not tagged) and upgrades what is too old, but never changes jax or jaxlib
-# (Colab's are built for its GPU). To install from another repository (a fork, a clone), set
+# (Colab's are built for its GPU); it prints one line of what pip changed (pip's own output
+# only if it fails). To install from another repository (a fork, a clone), set
 # ANNOTATED_SSM_REPOSITORY to its git URL or local path first, e.g.
 # %env ANNOTATED_SSM_REPOSITORY=https://github.com/you/annotated-ssm
 import importlib.metadata
@@ -79,28 +82,35 @@ def older(found, floor):
     return [int(n) for n in re.findall(r"\d+", found)[:3]] < [int(n) for n in floor.split(".")]
 
 
-def run(command, show=False):
-    """git or pip, their output (stdout and stderr) read line by line, and printed as it comes
-    if ``show`` (pip's progress); git never asks for a password."""
+def run(command):
+    """git or pip, and their output (stdout and stderr together); git never asks for a
+    password."""
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     except OSError as error:
         raise SetupError(f"Cannot run {command[0]} ({error}): install it, then run this cell "
                          "again.") from None
-    said = []
-    for line in process.stdout:
-        said.append(line)
-        if show:
-            print(line, end="", flush=True)
+    said = list(process.stdout)
     return subprocess.CompletedProcess(command, process.wait(), "".join(said))
 
 
+def versions():
+    """Every installed distribution's version, by lower-case name (the first on the path,
+    which is the one imported)."""
+    importlib.invalidate_caches()
+    found = {}
+    for d in importlib.metadata.distributions():
+        found.setdefault((d.metadata["Name"] or "").lower(), d.version)
+    return found
+
+
 def pip_url(repository):
-    """The repository as pip's git URL needs it: a local path becomes file://…"""
+    """The repository as pip's git URL needs it: a local path becomes file://localhost/…
+    (the pip of Python 3.11's venv, 23.2, refuses file:/// with an empty host)."""
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", repository) or not os.path.exists(repository):
         return repository
-    return pathlib.Path(repository).resolve().as_uri()
+    return "file://localhost" + pathlib.Path(repository).resolve().as_uri()[len("file://"):]
 
 
 def install():
@@ -125,9 +135,22 @@ def install():
                   if re.fullmatch(r"jax(lib|[-_.]cuda\d+[-_.](plugin|pjrt))?", name.lower()))
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write("".join(line + "\n" for line in keep))
+    before = versions()
     pip = run([sys.executable, "-m", "pip", "install", "-c", constraints.name,
-               f"annotated-ssm[book] @ git+{pip_url(REPOSITORY)}@{ref}"], show=True)
-    if pip.returncode != 0:
+               f"annotated-ssm[book] @ git+{pip_url(REPOSITORY)}@{ref}"])
+    if pip.returncode == 0:  # a summary, not pip's log (mostly "Requirement already satisfied")
+        after = versions()
+        changed = sorted(f"{name} {before[name]} -> {after[name]}" for name in after
+                         if name in before and before[name] != after[name])
+        added = sorted(f"{name} {after[name]}" for name in after if name not in before)
+        print(f"pip installed annotated-ssm {after.get('annotated-ssm', '?')}; upgraded: "
+              + (", ".join(changed) or "nothing") + f"; added {len(added)} package(s)"
+              + (": " + ", ".join(added[:12]) + (", …" if len(added) > 12 else "")
+                 if added else ""))
+    else:  # pip's reason: the end of its output, without what was already in place
+        said = [line for line in pip.stdout.splitlines()
+                if not line.startswith("Requirement already satisfied")]
+        print("\n".join(said[-40:]))
         raise SetupError(f"pip could not install annotated-ssm {ref} next to jax "
                          f"{installed('jax')} (pip's reason is above): after a network error "
                          f"run this cell again, otherwise report the reason at {ISSUES}.")

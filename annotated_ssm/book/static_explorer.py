@@ -114,7 +114,8 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
         disabled: for every grid point, the indices of the controls shown disabled there
             (they change nothing); None: every control is always enabled.
         mime: the images' type, e.g. "image/png".
-        fixed: one line per control that the static page cannot move ("θ = 2").
+        fixed: one line per control that the static page cannot move ("θ = 2"); the note
+            under the figure then names the controls that move and those that stay fixed.
         alt: the image's alternative text.
 
     Returns:
@@ -167,7 +168,15 @@ def static_html(title: str, controls: Sequence[StaticControl], images: Sequence[
                         f'<select data-control="{k}" style="min-height:32px"{state}>{options}</select></label>')
     note = "Precomputed on a grid of values; run the notebook to move every control freely."
     if fixed:
-        note = "Fixed here: " + "; ".join(fixed) + ". " + note
+        # Say what this page cannot do: the text around an explorer may invite moves of the
+        # live widget's controls that the static page leaves out.
+        def listed(items):
+            items = list(items)
+            return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+        note = (f"On this page only {listed(c.label for c in controls)} move, over frames "
+                f"precomputed on a grid; {listed(fixed)} stay fixed. Run the notebook to "
+                "change those and to move every control freely.")
     attribute = html.escape(json.dumps(data, separators=(",", ":")), quote=True)
     return (
         f'<div class="annotated-ssm-explorer" data-explorer="{attribute}" '

@@ -7,7 +7,8 @@ collapses their spaces) and the second as substitutions. Before napoleon turns t
 sections (``Args:``, ``Returns:``, …) into fields, this
 
 - makes every indented block that is not the continuation of a list item, a paragraph or a
-  Google section a literal block (shown as written, in monospace), and
+  Google section a literal block (shown as written, in monospace, less the ````…````
+  marks of inline literals, which a literal block would show), and
 - escapes ``|`` outside literals, so ``|z|`` is the text |z|;
 - keeps the first sentence of a constant's or property's docstring as text (napoleon would
   read "Fields a resumed run may change: …" as a type and a description).
@@ -18,15 +19,30 @@ survive a module's move.
 
 The pages autosummary generated in an earlier build (``api_reference_dir``) are removed
 before it generates them again: a module that moved or was renamed leaves no stale page.
+The API reference's landing page (book/reference.md) lists the modules in groups; a public
+module it does not list is a warning (an error under ``-W``: it would have no page). Its
+``api-classes`` directive is the index of classes: an autosummary table of every public
+class of the package, by module, found by importing the package (never out of date).
 
 Nothing in the package is changed; a docstring that renders well already is left as is.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import pathlib
+import pkgutil
 import re
 import shutil
+
+from docutils.statemachine import StringList
+from sphinx.ext.autosummary import Autosummary
+from sphinx.util import logging
+
+PACKAGE = "annotated_ssm"
+LANDING = "book/reference.md"
+logger = logging.getLogger(__name__)
 
 # Google-style section headers napoleon reads (their bodies are indented by design).
 SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Arguments|"
@@ -36,6 +52,7 @@ SECTION = re.compile(r"\s*(Args|Arguments|Parameters|Keyword Args|Keyword Argume
 # Where the text of a list item starts: "- item", "* item", "1. item", "(a) item".
 ITEM = re.compile(r"\s*(?:[-*+•]|\d+[.)]|\(\w+\)|\w[.)])\s+")
 LITERAL = re.compile(r"(``.*?``)")
+INLINE_LITERAL = re.compile(r"``(.+?)``")
 
 
 def indent(line: str) -> int:
@@ -84,7 +101,8 @@ def rewrite(lines: list[str]) -> list[str]:
                 out.pop()
             out += ["", " " * base + "::", ""]
             while i < len(lines) and (not lines[i].strip() or indent(lines[i]) > base):
-                out.append(lines[i])
+                # Shown as written, but without reST's inline-literal marks (``LAYERS``).
+                out.append(INLINE_LITERAL.sub(r"\1", lines[i]))
                 i += 1
             while out and not out[-1].strip():
                 out.pop()
@@ -144,7 +162,63 @@ def _remove_generated_pages(app):
         shutil.rmtree(folder)
 
 
+def public_modules(package: str = PACKAGE) -> list[str]:
+    """Every public module of ``package`` (no part of its name starts with "_"), the package
+    first."""
+    root = importlib.import_module(package)
+    names = [package] + [info.name for info in pkgutil.walk_packages(root.__path__, package + ".")]
+    return [name for name in names if not any(part.startswith("_") for part in name.split("."))]
+
+
+def public_classes(package: str = PACKAGE) -> list[str]:
+    """Every public class defined in a public module of ``package``, module by module, in
+    the order of the source."""
+    found = []
+    for name in public_modules(package):
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        classes = [(getattr(obj, "__firstlineno__", None) or _line(obj), attr)
+                   for attr, obj in vars(module).items()
+                   if inspect.isclass(obj) and obj.__module__ == name and not attr.startswith("_")
+                   and (exported is None or attr in exported)]
+        found += [f"{name}.{attr}" for _, attr in sorted(classes)]
+    return found
+
+
+def _line(cls) -> int:
+    try:
+        return inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return 0
+
+
+class ApiClasses(Autosummary):
+    """``.. api-classes::``: an autosummary table of every public class of the package."""
+
+    required_arguments = 0
+    has_content = False
+
+    def run(self):
+        self.content = StringList(public_classes(), source="api-classes")
+        self.options["nosignatures"] = True
+        return super().run()
+
+
+def _check_landing(app):
+    """Every public module is listed on the landing page (else it would have no page)."""
+    landing = pathlib.Path(app.srcdir) / LANDING
+    if not landing.exists():
+        return
+    listed = set(re.findall(r"^\s+(annotated_ssm[\w.]*)\s*$", landing.read_text(), re.MULTILINE))
+    for name in public_modules():
+        if name not in listed:
+            logger.warning(f"{LANDING} does not list the public module {name}: add it to a "
+                           "group (or it has no page in the API reference)")
+
+
 def setup(app):
+    app.add_directive("api-classes", ApiClasses)
+    app.connect("builder-inited", _check_landing, priority=450)
     # Where autosummary writes the API reference's pages (book/reference.md's toctree).
     app.add_config_value("api_reference_dir", "book/reference", "env")
     # Before autosummary generates them (its handler has the default priority, 500).
