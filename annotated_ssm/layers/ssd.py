@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validation import check_positive_int
+from .._validation import check, check_positive_int
 from ..scan import SSD_CHUNK_SIZE, ssd_scan, ssd_step
 from .base import SSMLayer, SSMParam
 
@@ -106,14 +106,12 @@ class SSDLayer(SSMLayer):
             self.head_dim = default_head_dim(H)
         else:
             self.head_dim = check_positive_int("head_dim", head_dim)
-            if H % self.head_dim:
-                raise ValueError(f"head_dim must divide d_model = {H} (heads of head_dim channels "
-                                 f"each); got head_dim = {self.head_dim}.")
+            check("head_dim", head_dim, H % head_dim == 0, f"divide d_model = {H} (heads of "
+                  "head_dim channels each)")
         self.n_heads = H // self.head_dim
         self.n_groups = check_positive_int("n_groups", n_groups)
-        if self.n_heads % self.n_groups:
-            raise ValueError(f"n_groups must divide the number of heads, {self.n_heads} "
-                             f"(d_model {H} / head_dim {self.head_dim}); got n_groups = {self.n_groups}.")
+        check("n_groups", n_groups, self.n_heads % n_groups == 0, f"divide the number of heads, "
+              f"{self.n_heads} (d_model {H} / head_dim {self.head_dim})")
         self.chunk_size = check_positive_int("chunk_size", chunk_size)
         # Mamba-2: -A ~ U[1, 16] per head, stored as its log.
         minus_A = jax.random.uniform(rngs.params(), (self.n_heads,), jnp.float32, 1.0, 16.0)
