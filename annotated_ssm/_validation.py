@@ -15,6 +15,7 @@ values are tracers and only shapes and dtypes can be checked.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 import jax
@@ -53,23 +54,22 @@ def is_real_number(value: Any) -> bool:
 def check_positive_int(name: str, value: Any, minimum: int = 1, maximum: int = INT32_MAX) -> int:
     """``value`` as an int; ValueError unless it is an integer in [minimum, maximum]
     (2.5, True and "3" are refused, not converted; the default maximum is int32's)."""
-    big = is_integer(value) and value > maximum
-    allowed = f"be an integer in [{minimum}, {maximum}]" if big else f"be an integer >= {minimum}"
+    bounded = maximum != INT32_MAX or is_integer(value) and value > maximum  # (say the maximum)
+    allowed = f"be an integer in [{minimum}, {maximum}]" if bounded else f"be an integer >= {minimum}"
     return int(check(name, value, is_integer(value) and minimum <= value <= maximum, allowed))
 
 
-def check_seed(name: str, value: Any) -> int:
-    """``value`` as an int; ValueError unless it is an integer in [0, MAX_SEED] (a float such
-    as 1.7 is refused, not truncated)."""
-    ok = is_integer(value) and 0 <= value <= MAX_SEED
-    return int(check(name, value, ok, f"be an integer in [0, {MAX_SEED}]"))
+#: ``check_seed(name, value)``: ``value`` as an int; ValueError unless it is an integer in
+#: [0, MAX_SEED] (a float such as 1.7 is refused, not truncated).
+check_seed = functools.partial(check_positive_int, minimum=0, maximum=MAX_SEED)
 
 
 def check_real_in(name: str, value: Any, low: float, high: float = np.inf, *,
                   closed_high: bool = True, open_low: bool = False) -> float:
     """``value`` as a float; ValueError unless it is a finite real number in [low, high]
     (or (low, …] / […, high) as asked)."""
-    ok = (is_real_number(value) and np.isfinite(value) and (value > low if open_low else value >= low)
+    ok = (is_real_number(value) and np.isfinite(value)
+          and (value > low if open_low else value >= low)
           and (value <= high if closed_high else value < high))
     spelled = f"{'(' if open_low else '['}{low}, {high}{']' if closed_high else ')'}"
     return float(check(name, value, ok, f"be a finite number in {spelled}"))
@@ -96,12 +96,12 @@ def check_step_bounds(step_min: Any, step_max: Any, dtype=np.float32) -> tuple[f
     for name, value in (("step_min", step_min), ("step_max", step_max)):
         real = is_real_number(value) and np.isfinite(value) and value > 0
         with np.errstate(over="ignore", under="ignore"):
-            cast = np.asarray(value, dtype) if real else None
-        became = "" if not real else f" ({float(cast):.6g} in {info.dtype}" + (
-            ", subnormal)" if 0 < cast < info.tiny else ")")
-        check(name, value, real and np.isfinite(cast) and cast >= info.tiny,
-              f"be a real number > 0, finite and normal in {info.dtype} (from {info.tiny:.3g} to "
-              f"{info.max:.3g}: log Δ is computed in {info.dtype})", f"{value!r}{became}")
+            cast = np.asarray(value if real else np.nan, dtype)
+        kind = ", subnormal" if 0 < cast < info.tiny else ""
+        became = f" ({float(cast):.6g} in {info.dtype}{kind})" if real else ""
+        check(name, value, cast >= info.tiny and np.isfinite(cast), f"be a real number > 0, "
+              f"finite and normal in {info.dtype} (from {info.tiny:.3g} to {info.max:.3g}: log Δ "
+              f"is computed in {info.dtype})", f"{value!r}{became}")
     check("step_min", step_min, step_min <= step_max, "be <= step_max",
           f"step_min={step_min}, step_max={step_max}")
     return float(step_min), float(step_max)
@@ -110,7 +110,8 @@ def check_step_bounds(step_min: Any, step_max: Any, dtype=np.float32) -> tuple[f
 def check_batch_shape(name: str, batch_shape: Any) -> tuple[int, ...]:
     """A batch shape as a tuple: an integer n means (n,); every entry an integer >= 0."""
     shape = (batch_shape,) if is_integer(batch_shape) else batch_shape
-    ok = isinstance(shape, (tuple, list)) and all(is_integer(n) and 0 <= n <= INT32_MAX for n in shape)
+    ok = isinstance(shape, (tuple, list)) and all(is_integer(n) and 0 <= n <= INT32_MAX
+                                                  for n in shape)
     check(name, batch_shape, ok, "be an integer or a tuple of integers >= 0, e.g. () or (4,)")
     return tuple(int(n) for n in shape)
 
@@ -127,21 +128,17 @@ def check_rngs(rngs: Any) -> None:
 
 def check_shape(name: str, x: Any, channels: int, ndims: tuple[int, ...] | None = (2, 3), *,
                 time: bool = True, owner: str = "d_model") -> tuple[int, ...]:
-    """``x``'s shape; ValueError unless it is (batch, length, channels) or (length,
-    channels) with length >= 1 (``ndims`` (2, 3)), (..., length, channels) (``ndims`` None)
-    or, without ``time``, (..., channels)."""
-    shape = np.shape(x)
-    core = 2 if time else 1
-    ok = (len(shape) >= core and shape[-1] == channels and (not time or shape[-2] >= 1)
+    """``x``'s shape; ValueError unless it is (batch, length, channels) or (length, channels)
+    with length >= 1 (``ndims`` (2, 3)), (..., length, channels) (``ndims`` None) or, without
+    ``time``, (..., channels)."""
+    shape, axes = np.shape(x), ("length", channels) if time else (channels,)
+    spelled = (f"(..., {', '.join(map(str, axes))})" if ndims is None else
+               f"{' or '.join(map(str, ndims))} dimensions, (batch, length, {channels}) or "
+               f"(length, {channels})")
+    ok = (len(shape) >= len(axes) and shape[-1] == channels and (not time or shape[-2] >= 1)
           and (ndims is None or len(shape) in ndims))
-    if ndims is None:
-        spelled = f"(..., length, {channels})" if time else f"(..., {channels})"
-    else:
-        spelled = (f"{' or '.join(map(str, ndims))} dimensions, (batch, length, {channels}) or "
-                   f"(length, {channels})")
-    extra = " with length >= 1" if time else ""
-    check(name, x, ok, f"have shape {spelled}{extra}: {channels} channels (the {owner})",
-          f"shape {shape}")
+    check(name, x, ok, f"have shape {spelled}{' with length >= 1' * time}: {channels} channels "
+          f"(the {owner})", f"shape {shape}")
     return shape
 
 
@@ -243,44 +240,38 @@ def check_integers(name: str, values: Any, shape: tuple[int, ...], what: str, lo
     first that does not, by its index. ``what``: what they are (lengths, class labels)."""
     check(name, values, np.shape(values) == tuple(shape), f"have shape {tuple(shape)}, one per "
           "sequence", f"shape {np.shape(values)}")
-    dtype = dtype_of(values)
-    check(name, values, jnp.issubdtype(dtype, jnp.integer), f"hold integer {what}",
-          f"dtype {dtype}")
-    if is_concrete(values):
-        host = np.asarray(values)
-        bad = (host < low) | (host > high)
-        index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else ()
-        at = f" at index {index[0] if len(index) == 1 else index}" if index else ""
-        check(name, values, not bad.any(), f"hold {what} in {spelled or f'[{low}, {high}]'}",
-              f"{host[index] if bad.any() else ''}{at}, the first of {int(bad.sum())} out of range")
+    check(name, values, jnp.issubdtype(dtype_of(values), jnp.integer), f"hold integer {what}",
+          f"dtype {dtype_of(values)}")
+    host = np.asarray(values) if is_concrete(values) else np.full(shape, low)  # (tracers: unseen)
+    bad = np.argwhere((host < low) | (host > high))
+    first = tuple(int(i) for i in bad[0]) if len(bad) else ()
+    at = f" at index {first[0] if len(first) == 1 else first}" if first else ""
+    check(name, values, not len(bad), f"hold {what} in {spelled or f'[{low}, {high}]'}",
+          f"{host[first] if len(bad) else ''}{at}, the first of {len(bad)} out of range")
     return values
 
 
 def check_tree(name: str, tree: Any, expected: Any, made_by: str, *, dtypes: bool = False,
-               batch: tuple[int, ...] | None = None, structure_error: type = ValueError) -> None:
+               batch: tuple[int, ...] = (), structure_error: type = ValueError) -> None:
     """ValueError unless ``tree`` has the structure and shapes of ``expected`` (a pytree of
-    ``jax.ShapeDtypeStruct``) and, with ``dtypes``, leaves of the same kinds (float, complex,
-    integer; another precision passes). ``batch``: the batch shape ``expected`` was made for,
-    named in the message with the one ``tree`` was made for where that is the difference.
+    ``jax.ShapeDtypeStruct`` made for the batch shape ``batch``) and, with ``dtypes``, leaves
+    of the same kinds (float, complex, integer; another precision passes); a tree of the
+    right structure for another batch shape is named by that batch shape.
     ``structure_error``: TypeError for another kind of object than the expected one."""
     leaves, want = jax.tree.leaves(tree), jax.tree.leaves(expected)
     same = jax.tree.structure(tree) == jax.tree.structure(expected) and all(
         hasattr(x, "shape") for x in leaves)
-    shapes = [np.shape(x) for x in leaves]
     if not same and structure_error is TypeError:
         raise TypeError(f"{name} must be {made_by}; got {type(tree).__name__} {_abbreviated(tree)}.")
-    if not same:
-        got = f"a {type(tree).__name__} of another structure ({_abbreviated(tree)})"
-    elif shapes != [e.shape for e in want]:
-        n = len(shapes[0]) - len(want[0].shape) + len(batch or ())
-        got = (f"one for batch shape {shapes[0][:n]}" if batch is not None and n >= 0
-               and all(s[n:] == e.shape[len(batch):] for s, e in zip(shapes, want))
-               else f"shapes {shapes}")
-    elif dtypes and [dtype_of(x).kind for x in leaves] != [e.dtype.kind for e in want]:
-        got = f"dtypes {[str(dtype_of(x)) for x in leaves]}"
-    else:
-        return
-    check(name, tree, False, f"be {made_by}, with shapes {[e.shape for e in want]}", got)
+    shapes = [np.shape(x) for x in leaves]
+    n = len(shapes[0]) - len(want[0].shape) + len(batch) if same else -1
+    got = (f"a {type(tree).__name__} of another structure ({_abbreviated(tree)})" if not same
+           else f"one for batch shape {shapes[0][:n]}" if shapes != [e.shape for e in want] and n >= 0
+           else f"shapes {shapes}" if shapes != [e.shape for e in want]
+           else f"dtypes {[str(dtype_of(x)) for x in leaves]}")
+    kinds_match = not dtypes or [dtype_of(x).kind for x in leaves] == [e.dtype.kind for e in want]
+    check(name, tree, same and shapes == [e.shape for e in want] and kinds_match,
+          f"be {made_by}, with shapes {[e.shape for e in want]}", got)
 
 
 def _abbreviated(value, limit: int = 80) -> str:

@@ -26,43 +26,52 @@ layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(lengt
 and ``_state_terms(u, state)`` (the state's term and the final state in closed form) instead
 of ``_forward_state``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
-``tests/test_layer_contract.py`` builds and checks::
+``tests/test_layer_contract.py`` also holds to the whole contract (it runs this docstring's
+examples and takes the class from them)::
 
-    class RealDiagonalLayer(SSMLayer):
-        def __init__(self, d_model, state_size=64, *, bidirectional=False,
-                     step_min=1e-3, step_max=1e-1, rngs):
-            self._init_contract(d_model, state_size, bidirectional=bidirectional,
-                                step_min=step_min, step_max=step_max, rngs=rngs)
-            self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
-            C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
-            self.C = nnx.Param(C * self.state_size ** -0.5)
-            self._init_skip(rngs)  # D
-
-        def _discrete_system(self, length, dtype, step_sizes=None):
-            A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
-            dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
-            return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
-
-        def _init_state(self, batch_shape, dtype):
-            return jnp.zeros(batch_shape + self.C.shape, dtype)  # (..., H, N) real
-
-        def _step(self, system, x, u_t):
-            A_bar, B_bar = system
-            x = A_bar * x + B_bar * u_t[..., None]
-            return x, self._readout(x, u_t)
-
-        def _readout(self, x, u):  # y = C x + D u
-            return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
-
-        def _forward_state(self, u, step_sizes, state):  # state None: zeros
-            A_bar, B_bar = self._discrete_system(None, u.dtype)
-            a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
-            x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
-            y = self._readout(x, u)
-            if self.bidirectional:  # the same SSM backwards in time (no D again)
-                back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
-                y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
-            return y, x[..., -1, :, :]  # the output and the final state
+    >>> import jax, jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from annotated_ssm.layers import SSMLayer
+    >>> from annotated_ssm.scan import linear_recurrence
+    >>> class RealDiagonalLayer(SSMLayer):
+    ...     def __init__(self, d_model, state_size=64, *, bidirectional=False,
+    ...                  step_min=1e-3, step_max=1e-1, rngs):
+    ...         self._init_contract(d_model, state_size, bidirectional=bidirectional,
+    ...                             step_min=step_min, step_max=step_max, rngs=rngs)
+    ...         self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
+    ...         C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
+    ...         self.C = nnx.Param(C * self.state_size ** -0.5)
+    ...         self._init_skip(rngs)  # D
+    ...
+    ...     def _discrete_system(self, length, dtype, step_sizes=None):
+    ...         A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
+    ...         dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
+    ...         return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
+    ...
+    ...     def _init_state(self, batch_shape, dtype):
+    ...         return jnp.zeros(batch_shape + self.C.shape, dtype)  # (..., H, N) real
+    ...
+    ...     def _step(self, system, x, u_t):
+    ...         A_bar, B_bar = system
+    ...         x = A_bar * x + B_bar * u_t[..., None]
+    ...         return x, self._readout(x, u_t)
+    ...
+    ...     def _readout(self, x, u):  # y = C x + D u
+    ...         return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
+    ...
+    ...     def _forward_state(self, u, step_sizes, state):  # state None: zeros
+    ...         A_bar, B_bar = self._discrete_system(None, u.dtype)
+    ...         a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
+    ...         x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
+    ...         y = self._readout(x, u)
+    ...         if self.bidirectional:  # the same SSM backwards in time (no D again)
+    ...             back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
+    ...             y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
+    ...         return y, x[..., -1, :, :]  # the output and the final state
+    >>> layer = RealDiagonalLayer(4, 8, rngs=nnx.Rngs(0))
+    >>> u = jax.random.normal(jax.random.key(0), (2, 16, 4))
+    >>> bool(jnp.allclose(layer.recurrent(u), layer(u), atol=1e-5))
+    True
 
 Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
 

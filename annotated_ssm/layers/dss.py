@@ -70,6 +70,16 @@ class DSSLayer(ConvolutionalSSMLayer):
     ``log_Lambda_real`` = log(-Re λ) for "exp", ``Lambda_real`` = Re λ for "softmax"
     (:data:`REAL_PARAMETERS`); ``Lambda_imag`` = Im λ (N/2,); ``log_step_size`` = log Δ
     (H,). nnx.Param: ``W`` (H, N/2, 2) or (2, H, N/2, 2) (real, imaginary) and ``D`` (H,).
+
+    Example::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import DSSLayer
+        >>> layer = DSSLayer(4, 8, variant="exp", rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u).shape, layer.eigenvalues().shape  # λ shared by the channels
+        ((2, 32, 4), (4,))
     """
 
     def __init__(

@@ -116,6 +116,17 @@ class S4DLayer(ConvolutionalSSMLayer):
     = log Δ (H,) are :class:`SSMParam`; ``C`` (H, M, 2), or (2, H, M, 2) when
     bidirectional, and ``D`` (H,) are ``nnx.Param``. Complex numbers are stored as (real,
     imaginary) pairs. C is complex normal with E|C|² = 1 (S4's "standard deviation 1").
+
+    Example: the convolution and the recurrence give the same output::
+
+        >>> import jax, numpy as np
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S4DLayer
+        >>> layer = S4DLayer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> y = layer(u)
+        >>> y.shape, bool(np.allclose(layer.recurrent(u), y, atol=1e-5))
+        ((2, 32, 4), True)
     """
 
     def __init__(

@@ -104,6 +104,16 @@ class S5Layer(SSMLayer):
     Parameters: ``Lambda`` (P', 2), ``B_tilde`` (P', H, 2), ``log_step_size`` (P', log Δ) are
     :class:`SSMParam`; ``C_tilde`` (H, P' or 2P', 2) and ``D`` (H,) are ``nnx.Param``
     (complex numbers stored as (real, imaginary) pairs).
+
+    Example: an irregularly sampled sequence, one step size per observation::
+
+        >>> import jax, jax.numpy as jnp
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S5Layer
+        >>> layer = S5Layer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u, step_sizes=jnp.linspace(0.5, 2.0, 32)).shape
+        (2, 32, 4)
     """
 
     takes_step_sizes = True

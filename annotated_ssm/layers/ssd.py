@@ -82,6 +82,16 @@ class SSDLayer(SSMLayer):
     Parameters: ``log_A_real`` (heads,), log(-A), and ``log_step_size`` (heads,), log Δ₀,
     are :class:`SSMParam`; ``x_proj`` (H → 2·G·N + heads: B, C and the Δ input) and ``D``
     (H,) are ``nnx.Param``.
+
+    Example::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import SSDLayer
+        >>> layer = SSDLayer(8, 4, head_dim=4, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 8))
+        >>> layer.n_heads, layer(u).shape
+        (2, (2, 32, 8))
     """
 
     takes_step_sizes = False
