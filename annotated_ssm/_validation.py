@@ -216,7 +216,7 @@ def check_finite(name: str, x: Any, dtype, axes: tuple[str, ...] = (), *, positi
             return cast
     else:
         with np.errstate(all="ignore"):
-            cast = np.asarray(x).astype(dtype)
+            cast = np.asarray(x).astype(dtype, copy=False)
     values = np.asarray(cast)
     bad = ~good(values)
     if not bad.any():

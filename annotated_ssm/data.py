@@ -440,7 +440,11 @@ def check_dataset_installed(name: str) -> None:
     """ImportError naming the extra to install if data set ``name`` needs a module of the
     ``book`` extra that is not installed (checked without importing it)."""
     module = DATASET_NEEDS.get(name)
-    if module is not None and importlib.util.find_spec(module) is None:
+    try:
+        found = module is None or importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses the module
+        found = False
+    if not found:
         raise ImportError(f"data set {name!r} needs {module!r}, which is part of the book's "
                           'extra: pip install "annotated-ssm[book]" (or choose --dataset mnist1d, '
                           "mnist1d_long, smnist or scifar, which only need the core install).")
