@@ -99,13 +99,15 @@ import numpy as np
 from flax import nnx
 
 from ._validation import (
+    check,
     check_batch_shape,
     check_finite,
-    check_float_dtype,
     check_positive_int,
+    check_rngs,
+    check_shape,
     check_step_bounds,
-    default_float_dtype,
-    float_computation_dtypes,
+    check_tree,
+    computation_dtypes,
 )
 from .layers.base import SSMParam, compiled, prepare_input
 from .layers.s6 import S6Layer
@@ -203,9 +205,7 @@ class MambaStyleBlock(nnx.Module):
     conv_channels: int
 
     def _init_shared(self, d_model, expand, d_conv, rngs) -> None:
-        if not isinstance(rngs, nnx.Rngs):
-            raise TypeError(f"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs(0); got {rngs!r} "
-                            f"({type(rngs).__name__}).")
+        check_rngs(rngs)
         self.d_model = check_positive_int("d_model", d_model)
         self.expand = check_positive_int("expand", expand)
         self.d_conv = check_positive_int("d_conv", d_conv)
@@ -241,9 +241,7 @@ class MambaStyleBlock(nnx.Module):
         return jnp.moveaxis(y, 0, -2)
 
     def _check_input(self, u):
-        if np.ndim(u) < 2 or np.shape(u)[-1] != self.d_model or np.shape(u)[-2] < 1:
-            raise ValueError(f"u must have shape (..., L, {self.d_model}) (the block's d_model) "
-                             f"with L >= 1; got shape {np.shape(u)}.")
+        check_shape("u", u, self.d_model, None)
         return prepare_input("u", u, ("batch", "time", "channel"))
 
     # --- the recurrence -----------------------------------------------------------------
@@ -261,8 +259,7 @@ class MambaStyleBlock(nnx.Module):
             convolution, and the SSM state (see the subclass).
         """
         batch_shape = check_batch_shape("batch_shape", batch_shape)
-        dtype = default_float_dtype() if dtype is None else float_computation_dtypes(
-            check_float_dtype("dtype", dtype))[0]
+        dtype = computation_dtypes("dtype", dtype, kinds="f")[0]
         return self._init_state(batch_shape, dtype)
 
     def step(self, state, u_t) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
@@ -271,34 +268,16 @@ class MambaStyleBlock(nnx.Module):
         ``state`` comes from ``init_state(u_t.shape[:-1])`` or a previous step; stepping from
         ``init_state`` through u reproduces ``block(u)`` up to rounding.
         """
-        if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
-            raise ValueError(f"u_t must have shape (..., {self.d_model}); got shape "
-                             f"{np.shape(u_t)}.")
+        check_shape("u_t", u_t, self.d_model, None, time=False)
         u_t, out_dtype = prepare_input("u_t", u_t, ("batch", "channel"))
-        self._check_state(state, u_t.shape[:-1])
-        state, y = compiled(self, "_step", tuple(state), u_t)
+        expected = jax.eval_shape(lambda: self._init_state(u_t.shape[:-1], u_t.dtype))
+        batch = u_t.shape[:-1]
+        check_tree("state", tuple(state) if isinstance(state, list) else state, expected,
+                   f"the pair (conv_state, ssm_state) for u_t's batch shape {batch} (made by "
+                   f"init_state({batch}) or returned by step)", batch=batch)
+        state = tuple(jnp.asarray(check_finite("state", x, u_t.dtype)) for x in state)
+        state, y = compiled(self, "_step", state, u_t)
         return state, y.astype(out_dtype)
-
-    def _check_state(self, state, batch_shape) -> None:
-        expected = jax.eval_shape(lambda: self._init_state(batch_shape, jnp.float32))
-        if not isinstance(state, (tuple, list)) or len(state) != 2:
-            raise ValueError(f"state must be the pair (conv_state, ssm_state) made by init_state "
-                             f"or returned by step; got {type(state).__name__}.")
-        for name, x, e in zip(("conv_state", "ssm_state"), state, expected):
-            if np.shape(x) != e.shape:
-                raise ValueError(f"state's {name} must have shape {e.shape} for u_t's batch shape "
-                                 f"{batch_shape} (made by init_state({batch_shape})); got shape "
-                                 f"{np.shape(x)}.")
-            check_finite("state", x)
-
-    def _forward(self, u):
-        raise NotImplementedError
-
-    def _init_state(self, batch_shape, dtype):
-        raise NotImplementedError
-
-    def _step(self, state, u_t):
-        raise NotImplementedError
 
 
 # --- Mamba --------------------------------------------------------------------------------
@@ -409,15 +388,12 @@ class Mamba2Block(MambaStyleBlock):
         H, E = self.d_model, self.d_inner
         self.state_size = check_positive_int("state_size", state_size)
         self.head_dim = check_positive_int("head_dim", head_dim)
-        if E % self.head_dim:
-            raise ValueError(f"head_dim must divide the inner width expand · d_model = {E}; "
-                             f"got head_dim = {self.head_dim}.")
+        check("head_dim", head_dim, E % head_dim == 0,
+              f"divide the inner width expand · d_model = {E}")
         self.n_heads = E // self.head_dim
         self.n_groups = check_positive_int("n_groups", n_groups)
-        if self.n_heads % self.n_groups:
-            raise ValueError(f"n_groups must divide the number of heads, {self.n_heads} (inner "
-                             f"width {E} / head_dim {self.head_dim}); got n_groups = "
-                             f"{self.n_groups}.")
+        check("n_groups", n_groups, self.n_heads % n_groups == 0, f"divide the number of heads, "
+              f"{self.n_heads} (inner width {E} / head_dim {self.head_dim})")
         self.chunk_size = check_positive_int("chunk_size", chunk_size)
         self.step_min, self.step_max = check_step_bounds(step_min, step_max)
         G, N, heads = self.n_groups, self.state_size, self.n_heads

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._validation import check_bool, check_choice, check_ndim, check_positive_int
+from ._validation import check, check_bool, check_choice, check_integers, check_positive_int, check_shape
 from .config import MAMBA_BLOCKS, NORMS, POOLINGS, ModelConfig
 from .layers import get_layer
 
@@ -62,15 +62,15 @@ class ResidualBlock(nnx.Module):
         dropout: dropout rate after the GELU (active only in ``train()`` mode).
         bidirectional: passed to the layer.
         **layer_kwargs: layer-specific options (e.g. an initialisation).
+
+    The layer checks its own arguments; ``norm`` and ``dropout`` are checked where a model's
+    blocks get them, by :class:`~annotated_ssm.config.ModelConfig`.
     """
 
     def __init__(self, layer: str, d_model: int, state_size: int = _DEFAULT.state_size, *,
                  norm: str = _DEFAULT.norm, glu: bool = _DEFAULT.glu,
                  dropout: float = _DEFAULT.dropout, bidirectional: bool = False, rngs: nnx.Rngs,
                  **layer_kwargs):
-        check_choice("norm", norm, NORMS)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.norm = _norm(norm, d_model, rngs)
         self.ssm = get_layer(layer)(d_model, state_size, bidirectional=bidirectional, rngs=rngs,
                                     **layer_kwargs)
@@ -120,8 +120,9 @@ class ResidualBlock(nnx.Module):
 
 
 def _norm(norm: str, d_model: int, rngs: nnx.Rngs) -> nnx.Module:
-    return (nnx.LayerNorm(d_model, rngs=rngs) if norm == "layer"
-            else nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs))
+    """The pre-norm named ``norm`` (one of NORMS, checked by ModelConfig)."""
+    return {"layer": lambda: nnx.LayerNorm(d_model, rngs=rngs),
+            "batch": lambda: nnx.BatchNorm(d_model, momentum=0.9, rngs=rngs)}[norm]()
 
 
 def _masked_norm(norm: nnx.Module, x, mask=None, inference: bool = False):
@@ -212,14 +213,7 @@ class SequenceModel(nnx.Module):
 
     def check_input(self, x, name: str = "x") -> None:
         """ValueError unless x is (B, L, d_input) or (L, d_input) with L >= 1."""
-        check_ndim(name, x, (2, 3), f"(batch, length, {self.d_input}) or (length, {self.d_input})")
-        if np.shape(x)[-1] != self.d_input:
-            raise ValueError(
-                f"{name} must have {self.d_input} channels on its last axis (the model's d_input); "
-                f"got shape {np.shape(x)}."
-            )
-        if np.shape(x)[-2] < 1:
-            raise ValueError(f"{name} must have length >= 1 (axis -2); got shape {np.shape(x)}.")
+        check_shape(name, x, self.d_input, owner="model's d_input")
 
     def mask(self, x, lengths):
         """(…, L, 1): 1 at each sequence's real steps (the first ``lengths``), 0 at padding;
@@ -227,17 +221,9 @@ class SequenceModel(nnx.Module):
         sequence (values checked where they are concrete, not under jit)."""
         if lengths is None:
             return None
-        batch, length = np.shape(x)[:-2], np.shape(x)[-2]
-        if np.shape(lengths) != batch or not jnp.issubdtype(jnp.asarray(lengths).dtype,
-                                                            jnp.integer):
-            raise ValueError(f"lengths must hold one integer per sequence, shape {batch}; got "
-                             f"{getattr(lengths, 'dtype', type(lengths).__name__)} of shape "
-                             f"{np.shape(lengths)}.")
-        if not isinstance(lengths, jax.core.Tracer):
-            bad = (np.asarray(lengths) < 1) | (np.asarray(lengths) > length)
-            if bad.any():
-                raise ValueError(f"lengths must be in [1, {length}] (x's length); got "
-                                 f"{np.asarray(lengths)[bad][0]}.")
+        length = np.shape(x)[-2]
+        check_integers("lengths", lengths, np.shape(x)[:-2], "lengths", 1, length,
+                       f"[1, {length}] (x's length)")
         steps = jnp.arange(length)
         return (steps < jnp.asarray(lengths)[..., None])[..., None].astype(jnp.float32)
 
@@ -322,10 +308,8 @@ class CausalSequenceModel(SequenceModel):
             return y if lengths is None else y * self.mask(x, lengths)
         if lengths is None:
             return self._run(x, state, return_state, inference=False)
-        if state is not None:
-            raise ValueError("state cannot be given with lengths: the sequences would reach "
-                             "their ends at different steps; cut the batch by length, or give "
-                             "the lengths without a state.")
+        check("state", state, state is None, "be None with lengths (the sequences would reach "
+              "their ends at different steps; cut the batch by length)", "a state")
         # Each sequence moved to the end of the padded length (its padding in front, zeros
         # at every SSM's input there): from the zero state, the state stays zero through the
         # padding, and the state after step L - 1 is the state after the sequence's own end.
@@ -339,9 +323,6 @@ class CausalSequenceModel(SequenceModel):
         return y, final
 
     def _run(self, x, state, return_state, *, mask=None, inference: bool):
-        return_state = check_bool("return_state", return_state)
-        if state is None and not return_state:
-            return self.decoder(self.features(x))
         self.check_input(x)
         if not all(block.accepts_state for block in self.blocks):
             raise ValueError("state and return_state need blocks that carry a state through "
@@ -349,11 +330,10 @@ class CausalSequenceModel(SequenceModel):
                              f"{self.layer_name!r}) do not: use init_state and step instead.")
         if state is None:
             state = [None] * len(self.blocks)
-        elif not isinstance(state, (list, tuple)) or len(state) != len(self.blocks):
-            got = (f"{len(state)} of them" if isinstance(state, (list, tuple))
-                   else f"a {type(state).__name__}")
-            raise ValueError(f"state must be a list of {len(self.blocks)} block states (made by "
-                             f"init_state or returned by step or a call); got {got}.")
+        check("state", state, isinstance(state, (list, tuple)) and len(state) == len(self.blocks),
+              f"be a list of {len(self.blocks)} block states (made by init_state or returned "
+              "by step or a call)", f"{len(state)} of them" if isinstance(state, (list, tuple))
+              else f"a {type(state).__name__}")
         h = self.encoder(jnp.asarray(x))
         final = []
         for block, s in zip(self.blocks, state):
@@ -403,9 +383,9 @@ class CausalSequenceModel(SequenceModel):
         is the continuation (n_steps values). The prompt needs P >= 1 steps (the first
         prediction needs an input).
         """
-        if self.d_output != self.d_input:
-            raise ValueError(f"generate feeds outputs back as inputs, so d_output must equal "
-                             f"d_input; got d_output={self.d_output}, d_input={self.d_input}.")
+        check("d_output", self.d_output, self.d_output == self.d_input, "equal d_input for "
+              "generate (it feeds outputs back as inputs)", f"d_output={self.d_output}, "
+              f"d_input={self.d_input}")
         n_steps = check_positive_int("n_steps", n_steps)
         self.check_input(prompt, "prompt")
         prompt = jnp.asarray(prompt)
@@ -437,15 +417,12 @@ def model_from_architecture(architecture: dict[str, Any], *, rngs: nnx.Rngs) -> 
     """Build a model from its ``architecture`` dict (as recorded by the model and stored in a
     checkpoint): ``{"model": "SequenceClassifier", "d_input": 1, "n_classes": 10,
     **ModelConfig(...).to_dict()}``."""
-    if not isinstance(architecture, dict) or "model" not in architecture:
-        raise ValueError(f"architecture must be a dict with a 'model' entry; got {architecture!r}.")
-    name = check_choice("model class", architecture["model"], _CLASSES)
+    name = check_choice("model class", isinstance(architecture, dict) and architecture.get("model"),
+                        _CLASSES)
     cls = {"SequenceClassifier": SequenceClassifier, "CausalSequenceModel": CausalSequenceModel}[name]
     needed = ("d_input", *_CLASSES[name])
-    missing = [key for key in needed if key not in architecture]
-    if missing:
-        raise ValueError(f"cannot build a {name} from architecture {architecture!r}: it has no "
-                         f"{missing[0]!r}.")
+    check("architecture", architecture, all(key in architecture for key in needed),
+          f"hold {', '.join(needed)} for a {name}")
     config = ModelConfig.from_dict({k: v for k, v in architecture.items() if k not in DATA_KEYS})
     check_model_fits(config, architecture["d_input"], architecture[needed[-1]])
     return cls(config, *(architecture[key] for key in needed), rngs=rngs)

@@ -4,6 +4,7 @@ written for clarity, not speed; and the tests' two shared measures: the relative
 
 from __future__ import annotations
 
+import doctest
 import re
 
 import numpy as np
@@ -27,6 +28,17 @@ def message(*parts) -> str:
     value) appears somewhere in the message, not the sentence around them. A string part is
     matched as written, anything else as its repr (``1e-50``, ``(3,)``)."""
     return "(?s)" + "".join(f"(?=.*{re.escape(p if isinstance(p, str) else repr(p))})" for p in parts)
+
+
+def run_examples(obj, name: str) -> dict:
+    """Run the ``>>>`` examples of ``obj``'s docstring (doctest, as a reader would type them),
+    assert that they all pass, and return the namespace they leave (the classes they define)."""
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs={})
+    assert tests and tests[0].examples, f"{name} has no examples"
+    runner.run(tests[0], clear_globs=False)
+    assert runner.summarize(verbose=False).failed == 0, f"an example of {name} failed"
+    return tests[0].globs
 
 
 def discretize_dense(A, B, step, method):

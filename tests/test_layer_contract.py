@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import message, relative_error
+from reference import message, relative_error, run_examples
 
 from annotated_ssm.layers import LAYERS, SSMLayer, SSMParam, base, get_layer
 from annotated_ssm.scan import linear_recurrence
@@ -26,16 +26,10 @@ from annotated_ssm.scan import linear_recurrence
 H, N, L = 3, 8, 40
 
 
-SKELETON = re.search(r"::\n\n(    class RealDiagonalLayer.*?)\n\n\S", base.__doc__, re.S).group(1)
-
-
 def skeleton_layer() -> type[SSMLayer]:
-    """The example layer of base.py's docstring, executed as written there (a reader who
+    """The example layer of base.py's docstring, from running its examples (a reader who
     copies it gets a layer that keeps the contract)."""
-    namespace = {"SSMLayer": SSMLayer, "jax": jax, "jnp": jnp, "np": np, "nnx": nnx,
-                 "linear_recurrence": linear_recurrence}
-    exec(compile("\n".join(line[4:] for line in SKELETON.splitlines()), "base.py docstring", "exec"), namespace)
-    return namespace["RealDiagonalLayer"]
+    return run_examples(base, "layers/base.py")["RealDiagonalLayer"]
 
 
 CLASSES = {**LAYERS, "skeleton": skeleton_layer()}
@@ -53,6 +47,12 @@ def test_registered_layers_are_found_by_name():
     assert all(get_layer(name) is cls for name, cls in LAYERS.items())
     with pytest.raises(ValueError, match=message("layer", "lstm")):
         get_layer("lstm")
+
+
+@pytest.mark.parametrize("cls", list(LAYERS.values()), ids=list(LAYERS))
+def test_docstring_example_runs(cls):
+    """Each layer class's docstring example runs as a doctest, as a reader would type it."""
+    run_examples(cls, cls.__name__)
 
 
 def inputs(shape=(2, L, H), seed=1, dtype=jnp.float32):

@@ -9,14 +9,13 @@ bidirectional layers refuse. Small sizes: the whole file runs in about a minute 
 
 from __future__ import annotations
 
-import doctest
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+
+from reference import run_examples
 
 from annotated_ssm.layers import LAYERS, base
 
@@ -32,14 +31,8 @@ NAMES = list(LAYERS)
 
 
 def skeleton_layer():
-    """The example layer of base.py's docstring, executed as written there."""
-    from annotated_ssm.scan import linear_recurrence
-
-    source = re.search(r"::\n\n(    class RealDiagonalLayer.*?)\n\n\S", base.__doc__, re.S).group(1)
-    namespace = {"SSMLayer": base.SSMLayer, "jax": jax, "jnp": jnp, "np": np, "nnx": nnx,
-                 "linear_recurrence": linear_recurrence}
-    exec(compile("\n".join(line[4:] for line in source.splitlines()), "base.py docstring", "exec"), namespace)
-    return namespace["RealDiagonalLayer"]
+    """The example layer of base.py's docstring, from running its examples."""
+    return run_examples(base, "layers/base.py")["RealDiagonalLayer"]
 
 
 CLASSES = {**LAYERS, "skeleton": skeleton_layer()}
@@ -240,14 +233,10 @@ def test_selective_scan_and_linear_recurrence_carry_a_state():
 
 
 def test_streaming_example_in_base_docstring_runs():
-    """The doctest of layers/base.py's "State in, state out" section, run as written there."""
-    section = base.__doc__[base.__doc__.index("State in, state out"):]
-    example = "\n".join(line[8:] for line in section.splitlines() if re.match(r" {8}(>>>|\.\.\.|\S)", line))
-    test = doctest.DocTestParser().get_doctest(example, {}, "layers/base.py", None, 0)
-    assert len(test.examples) >= 8
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    runner.run(test)
-    assert runner.summarize(verbose=False).failed == 0
+    """The examples of layers/base.py's docstring (the skeleton layer, "State in, state out")
+    run as doctests, as a reader would type them."""
+    namespace = run_examples(base, "layers/base.py")
+    assert {"RealDiagonalLayer", "pieces", "final"} <= set(namespace)
 
 
 def test_s5_with_step_sizes_streams_too():

@@ -28,4 +28,4 @@ def get_layer(name: str) -> type[SSMLayer]:
 
 
 __all__ = ["LAYERS", "get_layer", "SSMLayer", "SSMParam", "ConvolutionalSSMLayer",
-           "S4Layer", "DSSLayer", "S4DLayer", "S5Layer", "S6Layer"]
+           "S4Layer", "DSSLayer", "S4DLayer", "S5Layer", "S6Layer", "SSDLayer"]

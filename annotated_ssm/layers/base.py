@@ -26,43 +26,52 @@ layer derives from :class:`ConvolutionalSSMLayer` and implements ``_kernel(lengt
 and ``_state_terms(u, state)`` (the state's term and the final state in closed form) instead
 of ``_forward_state``. Register the class in ``layers/__init__.py``; ``tests/test_layer_contract.py``
 then checks it. A complete layer (N real states per channel, A = -(1, …, N), ZOH), which
-``tests/test_layer_contract.py`` builds and checks::
+``tests/test_layer_contract.py`` also holds to the whole contract (it runs this docstring's
+examples and takes the class from them)::
 
-    class RealDiagonalLayer(SSMLayer):
-        def __init__(self, d_model, state_size=64, *, bidirectional=False,
-                     step_min=1e-3, step_max=1e-1, rngs):
-            self._init_contract(d_model, state_size, bidirectional=bidirectional,
-                                step_min=step_min, step_max=step_max, rngs=rngs)
-            self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
-            C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
-            self.C = nnx.Param(C * self.state_size ** -0.5)
-            self._init_skip(rngs)  # D
-
-        def _discrete_system(self, length, dtype, step_sizes=None):
-            A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
-            dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
-            return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
-
-        def _init_state(self, batch_shape, dtype):
-            return jnp.zeros(batch_shape + self.C.shape, dtype)  # (..., H, N) real
-
-        def _step(self, system, x, u_t):
-            A_bar, B_bar = system
-            x = A_bar * x + B_bar * u_t[..., None]
-            return x, self._readout(x, u_t)
-
-        def _readout(self, x, u):  # y = C x + D u
-            return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
-
-        def _forward_state(self, u, step_sizes, state):  # state None: zeros
-            A_bar, B_bar = self._discrete_system(None, u.dtype)
-            a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
-            x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
-            y = self._readout(x, u)
-            if self.bidirectional:  # the same SSM backwards in time (no D again)
-                back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
-                y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
-            return y, x[..., -1, :, :]  # the output and the final state
+    >>> import jax, jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from annotated_ssm.layers import SSMLayer
+    >>> from annotated_ssm.scan import linear_recurrence
+    >>> class RealDiagonalLayer(SSMLayer):
+    ...     def __init__(self, d_model, state_size=64, *, bidirectional=False,
+    ...                  step_min=1e-3, step_max=1e-1, rngs):
+    ...         self._init_contract(d_model, state_size, bidirectional=bidirectional,
+    ...                             step_min=step_min, step_max=step_max, rngs=rngs)
+    ...         self._init_log_step_size(rngs, (d_model,))  # Δ, one per channel
+    ...         C = jax.random.normal(rngs.params(), (d_model, self.state_size), jnp.float32)
+    ...         self.C = nnx.Param(C * self.state_size ** -0.5)
+    ...         self._init_skip(rngs)  # D
+    ...
+    ...     def _discrete_system(self, length, dtype, step_sizes=None):
+    ...         A = -jnp.arange(1, self.state_size + 1, dtype=dtype)  # (N,)
+    ...         dtA = self.step_sizes(dtype)[:, None] * A  # (H, N)
+    ...         return jnp.exp(dtA), jnp.expm1(dtA) / A  # ZOH: Ā, B̄ (B = 1)
+    ...
+    ...     def _init_state(self, batch_shape, dtype):
+    ...         return jnp.zeros(batch_shape + self.C.shape, dtype)  # (..., H, N) real
+    ...
+    ...     def _step(self, system, x, u_t):
+    ...         A_bar, B_bar = system
+    ...         x = A_bar * x + B_bar * u_t[..., None]
+    ...         return x, self._readout(x, u_t)
+    ...
+    ...     def _readout(self, x, u):  # y = C x + D u
+    ...         return jnp.sum(self.C[...].astype(u.dtype) * x, -1) + self._skip(u.dtype) * u
+    ...
+    ...     def _forward_state(self, u, step_sizes, state):  # state None: zeros
+    ...         A_bar, B_bar = self._discrete_system(None, u.dtype)
+    ...         a = jnp.broadcast_to(A_bar, u.shape + A_bar.shape[-1:])  # (..., L, H, N)
+    ...         x = linear_recurrence(a, B_bar * u[..., None], axis=-3, initial_state=state)
+    ...         y = self._readout(x, u)
+    ...         if self.bidirectional:  # the same SSM backwards in time (no D again)
+    ...             back = linear_recurrence(a, B_bar * u[..., None], axis=-3, reverse=True)
+    ...             y = y + jnp.sum(self.C[...].astype(u.dtype) * back, -1)
+    ...         return y, x[..., -1, :, :]  # the output and the final state
+    >>> layer = RealDiagonalLayer(4, 8, rngs=nnx.Rngs(0))
+    >>> u = jax.random.normal(jax.random.key(0), (2, 16, 4))
+    >>> bool(jnp.allclose(layer.recurrent(u), layer(u), atol=1e-5))
+    True
 
 Shared rules (checked for every layer in ``LAYERS`` by ``tests/test_layer_contract.py``):
 
@@ -138,18 +147,16 @@ import numpy as np
 from flax import nnx
 
 from .._validation import (
-    cast_positive_finite,
+    check,
     check_batch_shape,
     check_bool,
     check_finite,
-    check_finite_at,
-    check_float_dtype,
-    check_ndim,
     check_positive_int,
+    check_rngs,
+    check_shape,
     check_step_bounds,
+    check_tree,
     computation_dtypes,
-    default_float_dtype,
-    float_computation_dtypes,
 )
 from ..initialization import log_step_size
 from ..kernels import bidirectional_conv, causal_conv
@@ -196,35 +203,15 @@ def complex_dtype(dtype) -> np.dtype:
     return np.result_type(np.dtype(dtype), np.complex64)
 
 
-# --- input checks ---------------------------------------------------------------------------
+# --- the dtype policy at the door -------------------------------------------------------------
 
 
-def check_sequence_input(u, d_model: int) -> None:
-    """Raise ValueError unless ``u`` has shape (B, L, H) or (L, H) with H = d_model, L >= 1."""
-    check_ndim("u", u, (2, 3), "(batch, length, channels) or (length, channels)")
-    if np.shape(u)[-1] != d_model:
-        raise ValueError(
-            f"u must have {d_model} channels on its last axis (the layer's d_model); got shape {np.shape(u)}."
-        )
-    if np.shape(u)[-2] < 1:
-        raise ValueError(f"u must have length L >= 1; got shape {np.shape(u)}.")
-
-
-def prepare_input(name: str, u, axis_names: tuple[str, ...]) -> tuple[jax.Array, np.dtype]:
-    """Apply the dtype policy and the finiteness check: (u in its computation dtype, output dtype).
-
-    Finite after the cast: float64 1e39 is inf in float32. Host input (NumPy, Python) is cast
+def prepare_input(name: str, u, axes: tuple[str, ...]) -> tuple[jax.Array, np.dtype]:
+    """(u in its computation dtype, the output dtype), after the finiteness check in the
+    computation dtype (float64 1e39 is inf in float32). Host input (NumPy, Python) is cast
     and checked on the host, before it goes to the device; a device array on its device."""
     compute, output = computation_dtypes(name, u)
-    if isinstance(u, jax.Array):  # a device array or a tracer
-        u = u.astype(compute)
-        check_finite_at(name, u, axis_names)
-        return u, output
-    host = np.asarray(u)
-    with np.errstate(over="ignore", invalid="ignore"):
-        cast = host.astype(compute)
-    check_finite_at(name, cast, axis_names, original=host)
-    return jnp.asarray(cast), output
+    return jnp.asarray(check_finite(name, u, compute, axes)), output
 
 
 def compiled(layer: "SSMLayer", method: str, *args) -> Any:
@@ -265,13 +252,10 @@ class SSMLayer(nnx.Module):
         ``step_min``, ``step_max``: the bounds of the initial step size Δ.
         ``even_state``: if given, the state size must be even and this says why.
         """
-        if not isinstance(rngs, nnx.Rngs):
-            raise TypeError(f"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs(0); got {rngs!r} "
-                            f"({type(rngs).__name__}).")
+        check_rngs(rngs)
         self.d_model = check_positive_int("d_model", d_model)
-        self.state_size = check_positive_int("state_size", state_size, minimum=2 if even_state else 1)
-        if even_state and self.state_size % 2:
-            raise ValueError(f"state_size must be even ({even_state}); got {self.state_size}.")
+        self.state_size = check_positive_int("state_size", state_size)
+        check("state_size", state_size, not (even_state and state_size % 2), f"be even ({even_state})")
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.step_min, self.step_max = check_step_bounds(step_min, step_max)
 
@@ -316,8 +300,7 @@ class SSMLayer(nnx.Module):
         """
         u, out_dtype = self._check_input(u)
         step_sizes = self._check_step_sizes(step_sizes, u.shape[:-1], u.dtype)
-        return_state = check_bool("return_state", return_state)
-        if state is None and not return_state:
+        if state is None and not check_bool("return_state", return_state):
             return compiled(self, "_forward", u, step_sizes).astype(out_dtype)
         refusal = self._state_refusal()
         if refusal is not None:
@@ -342,20 +325,18 @@ class SSMLayer(nnx.Module):
         return None
 
     def _cast_state(self, state, batch_shape, dtype, input_name: str):
-        """``state`` checked as ``step`` checks it, then cast to the dtypes of
-        ``init_state(batch_shape)`` for the computation ``dtype``."""
-        self._check_state(state, batch_shape, dtype, input_name)
+        """``state`` cast to the dtypes of ``init_state(batch_shape)`` for the computation
+        ``dtype``, after checking that it has its structure, shapes and kinds of dtype (float32
+        and float64 states both pass) and, where concrete, finite values."""
         expected = _abstract(self, "_init_state", batch_shape, dtype)
-        return jax.tree.map(lambda x, e: jnp.asarray(x).astype(e.dtype), state, expected)
-
-    def _forward_state(self, u, step_sizes, state) -> tuple[jax.Array, Any]:
-        """``(y, final_state)`` for u (..., L, H) from ``state`` (None: zero), both in the
-        computation dtype; the fast path of ``layer(u, state=..., return_state=True)``."""
-        raise NotImplementedError(f"{type(self).__name__} does not carry a state through its call: "
-                                  f"implement _forward_state.")
+        check_tree("state", state, expected, f"this layer's state for {input_name}'s batch shape "
+                   f"{batch_shape} (made by init_state({batch_shape}) or returned by step or a "
+                   "call)", dtypes=True, batch=batch_shape)
+        return jax.tree.map(lambda x, e: jnp.asarray(check_finite("state", x, e.dtype)), state,
+                            expected)
 
     def _check_input(self, u) -> tuple[jax.Array, np.dtype]:
-        check_sequence_input(u, self.d_model)
+        check_shape("u", u, self.d_model)
         return prepare_input("u", u, ("batch", "time", "channel"))
 
     def _check_step_sizes(self, step_sizes, batch_length: tuple[int, ...], dtype) -> jax.Array | None:
@@ -363,19 +344,13 @@ class SSMLayer(nnx.Module):
         ``dtype``, finite and > 0."""
         if step_sizes is None:
             return None
-        if not self.takes_step_sizes:
-            raise ValueError(f"step_sizes is not accepted by {type(self).__name__}, a time-invariant "
-                             f"layer (its output is a convolution); got step_sizes of shape "
-                             f"{np.shape(step_sizes)}.")
+        check("step_sizes", step_sizes, self.takes_step_sizes, f"be None for {type(self).__name__}, "
+              "a time-invariant layer (its output is a convolution)", f"shape {np.shape(step_sizes)}")
         allowed = [(), batch_length[-1:], batch_length]
-        if np.shape(step_sizes) not in allowed:
-            spelled = ", ".join(str(s) for s in dict.fromkeys(allowed))
-            raise ValueError(
-                f"step_sizes must have shape {spelled} to match u of shape "
-                f"{batch_length + (self.d_model,)} (one step size per observation); got shape "
-                f"{np.shape(step_sizes)}."
-            )
-        return cast_positive_finite("step_sizes", step_sizes, dtype)
+        check("step_sizes", step_sizes, np.shape(step_sizes) in allowed,
+              f"have shape {' or '.join(map(str, dict.fromkeys(allowed)))} (one step size per "
+              "observation)", f"shape {np.shape(step_sizes)}")
+        return jnp.asarray(check_finite("step_sizes", step_sizes, dtype, ("batch", "time"), positive=True))
 
     def _forward(self, u: jax.Array, step_sizes: jax.Array | None = None) -> jax.Array:
         """y alone from the zero state: ``_forward_state``'s output unless a layer overrides it."""
@@ -402,13 +377,9 @@ class SSMLayer(nnx.Module):
                 under ``jax_enable_x64``).
         """
         self._require_causal("discrete_system")
-        if length is not None:
-            length = check_positive_int("length", length)
-        if step_sizes is not None and np.ndim(step_sizes) != 0:
-            raise ValueError(f"step_sizes must be a scalar here (one step size for the whole system); "
-                             f"got shape {np.shape(step_sizes)}.")
-        dtype = _computation_dtype("dtype", dtype)
-        return self._discrete_system(length, dtype, self._check_step_sizes(step_sizes, (1,), dtype))
+        length = None if length is None else check_positive_int("length", length)
+        dtype = computation_dtypes("dtype", dtype, kinds="f")[0]
+        return self._discrete_system(length, dtype, self._check_step_sizes(step_sizes, (), dtype))
 
     def init_state(self, batch_shape=(), *, dtype=None) -> Any:
         """The zero state for a batch of sequences.
@@ -422,7 +393,7 @@ class SSMLayer(nnx.Module):
         """
         self._require_causal("init_state")
         batch_shape = check_batch_shape("batch_shape", batch_shape)
-        dtype = _computation_dtype("dtype", dtype, complex_allowed=self._has_complex_state())
+        dtype = computation_dtypes("dtype", dtype, kinds="fc" if self._has_complex_state() else "f")[0]
         return self._init_state(batch_shape, dtype)
 
     def _has_complex_state(self) -> bool:
@@ -442,63 +413,17 @@ class SSMLayer(nnx.Module):
             (new_state, y_t) with y_t of shape (..., H).
         """
         self._require_causal("step")
-        if np.ndim(u_t) < 1 or np.shape(u_t)[-1] != self.d_model:
-            raise ValueError(f"u_t must have shape (..., {self.d_model}); got {np.shape(u_t)}.")
+        check_shape("u_t", u_t, self.d_model, None, time=False)
         u_t, out_dtype = prepare_input("u_t", u_t, ("batch", "channel"))
-        self._check_state(state, u_t.shape[:-1], u_t.dtype)
+        state = self._cast_state(state, u_t.shape[:-1], u_t.dtype, "u_t")
         if system is None:
             system = self._discrete_system(None, u_t.dtype, None)
         else:
-            self._check_system(system)
+            check_tree("system", system, _abstract(self, "_discrete_system", 1, jnp.float32, None),
+                       f"this layer's discrete system (made by its discrete_system; d_model="
+                       f"{self.d_model}, state_size={self.state_size})", structure_error=TypeError)
         state, y = self._step(system, state, u_t)
         return state, y.astype(out_dtype)
-
-    def _check_state(self, state, batch_shape: tuple[int, ...], dtype, input_name: str = "u_t") -> None:
-        """ValueError unless ``state`` has the structure, shapes and dtypes of
-        ``init_state(batch_shape)`` for the input's computation ``dtype`` (float32 and float64
-        states both pass: the step promotes) and, where concrete, finite values."""
-        expected = _abstract(self, "_init_state", batch_shape, dtype)
-        leaves, structure = jax.tree.flatten(state)
-        got = [np.shape(x) for x in leaves]
-        made_by = (f"state must be this layer's state for {input_name}'s batch shape {batch_shape} "
-                   f"(made by init_state({batch_shape}) or returned by step or a call)")
-        if structure != jax.tree.structure(expected) or got != [e.shape for e in jax.tree.leaves(expected)]:
-            if structure == jax.tree.structure(expected):
-                single = jax.tree.leaves(_abstract(self, "_init_state", (), dtype))[0].shape
-                first, n = got[0], len(got[0]) - len(single)
-                found = (f"one for batch shape {first[:n]}" if n >= 0 and first[n:] == single
-                         else f"leaves of shapes {got}")
-            else:
-                found = f"a {type(state).__name__} of another structure"
-            raise ValueError(f"{made_by}; got {found}.")
-        if not all(hasattr(x, "dtype") or isinstance(x, (int, float, complex)) for x in leaves):
-            raise ValueError(f"{made_by}; got leaves of types {[type(x).__name__ for x in leaves]}.")
-        dtypes = [np.dtype(x.dtype) if hasattr(x, "dtype") else np.result_type(x) for x in leaves]
-        allowed = [[x.dtype for x in jax.tree.leaves(expected)]]
-        if dtypes != allowed[0]:  # the other precision is allowed too
-            allowed = [[x.dtype for x in jax.tree.leaves(_abstract(self, "_init_state", batch_shape, d))]
-                       for d in (jnp.float32, default_float_dtype())]
-        if dtypes not in allowed:
-            spelled = " or ".join(dict.fromkeys(str([str(d) for d in a]) for a in allowed))
-            raise ValueError(f"{made_by}; got dtypes {[str(d) for d in dtypes]}, expected {spelled}.")
-        for leaf in leaves:
-            check_finite("state", leaf)
-
-    def _check_system(self, system) -> None:
-        """TypeError unless ``system`` has the structure of ``discrete_system()``'s result,
-        ValueError unless its shapes are those of this layer's (nothing read from the device)."""
-        expected = _abstract(self, "_discrete_system", 1, jnp.float32, None)
-        leaves, structure = jax.tree.flatten(system)
-        made_by = "system must be this layer's discrete system (made by its discrete_system)"
-        if structure != jax.tree.structure(expected) or not all(hasattr(x, "shape") for x in leaves):
-            kind = "jax.Array" if isinstance(expected, jax.ShapeDtypeStruct) else type(expected).__name__
-            raise TypeError(f"{made_by}, of type {kind}; got {type(system).__name__} "
-                            f"{_abbreviated(system)}.")
-        got = [tuple(x.shape) for x in leaves]
-        shapes = [e.shape for e in jax.tree.leaves(expected)]
-        if got != shapes:
-            raise ValueError(f"{made_by}, with shapes {shapes} (d_model={self.d_model}, "
-                             f"state_size={self.state_size}); got shapes {got}.")
 
     def recurrent(self, u, step_sizes=None):
         """Run the recurrence step by step over u (B, L, H) or (L, H) (and ``step_sizes``, as
@@ -526,31 +451,6 @@ class SSMLayer(nnx.Module):
         _, y = jax.lax.scan(body, self._init_state(u.shape[:-2], u.dtype), xs)
         return jnp.moveaxis(y, 0, -2)
 
-    def _discrete_system(self, length: int | None, dtype, step_sizes=None) -> Any:
-        raise NotImplementedError
-
-    def _init_state(self, batch_shape: tuple[int, ...], dtype) -> Any:
-        raise NotImplementedError
-
-    def _step(self, system: Any, state: Any, u_t: jax.Array) -> tuple[Any, jax.Array]:
-        raise NotImplementedError
-
-
-def _computation_dtype(name: str, dtype, *, complex_allowed: bool = False) -> np.dtype:
-    """The real dtype to compute in for a ``dtype=`` argument: the default float dtype for
-    None, float32 for float16/bfloat16, the real part's for complex; ValueError for anything
-    that is not a floating dtype (see :func:`check_float_dtype`)."""
-    if dtype is None:
-        return default_float_dtype()
-    dtype = check_float_dtype(name, dtype, complex_allowed=complex_allowed)
-    if dtype.kind == "c":
-        dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
-    return float_computation_dtypes(dtype)[0]
-
-
-def _abbreviated(value, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _abstract(layer: SSMLayer, method: str, *args) -> Any:
@@ -571,7 +471,11 @@ class ConvolutionalSSMLayer(SSMLayer):
     """H independent SISO SSMs applied by FFT convolution with a length-L kernel.
 
     Subclasses implement ``_kernel(length, dtype)``: shape (H, L), or (2, H, L) when
-    bidirectional (the second kernel runs backwards in time), computed in the real ``dtype``.
+    bidirectional (the second kernel runs backwards in time), computed in the real ``dtype``;
+    and ``_state_terms(u, state)``: ``(contribution, final_state)`` for u (..., L, H) from
+    ``state`` (None: zero), the state's term of the output, y_ℓ += C Ā^{ℓ+1} x₋₁, (..., L, H)
+    (None when state is None), and the state after the last step,
+    ``Ā^L x₋₁ + Σ_j Ā^{L-1-j} B̄ u_j``.
     """
 
     def kernel(self, length: int, *, dtype=None) -> jax.Array:
@@ -581,12 +485,8 @@ class ConvolutionalSSMLayer(SSMLayer):
         float32 or float64 under ``jax_enable_x64``); float16 and bfloat16 kernels are
         computed in float32 and rounded at the end, as the layer's output is."""
         length = check_positive_int("length", length)
-        compute, output = float_computation_dtypes(
-            default_float_dtype() if dtype is None else check_float_dtype("dtype", dtype))
+        compute, output = computation_dtypes("dtype", dtype, kinds="f")
         return self._kernel(length, compute).astype(output)
-
-    def _kernel(self, length: int, dtype) -> jax.Array:
-        raise NotImplementedError
 
     def _forward(self, u, step_sizes=None):
         """y = K̄ * u + D u per channel. u: (B, L, H) or (L, H) -> same shape."""
@@ -604,12 +504,6 @@ class ConvolutionalSSMLayer(SSMLayer):
         contribution, final_state = self._state_terms(u, state)
         y = self._forward(u)
         return (y if contribution is None else y + contribution), final_state
-
-    def _state_terms(self, u, state) -> tuple[jax.Array | None, Any]:
-        """``(contribution, final_state)`` for u (..., L, H) from ``state`` (None: zero):
-        the state's term of the output, y_ℓ += C Ā^{ℓ+1} x₋₁, (..., L, H) (None when state is
-        None), and the state after the last step, ``Ā^L x₋₁ + Σ_j Ā^{L-1-j} B̄ u_j``."""
-        raise NotImplementedError
 
 
 def diagonal_state_terms(log_A_bar, B_bar, C, u, state, *, block_size: int | None = None):

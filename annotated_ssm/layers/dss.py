@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_choice, check_positive_real
+from .._validation import check, check_choice, check_real_in
 from ..initialization import diagonal_init
 from ..kernels import DSS_VARIANTS, dss_coefficients, dss_kernel
 from .base import ConvolutionalSSMLayer, SSMParam, complex_dtype, diagonal_state_terms, pair_to_complex
@@ -70,6 +70,16 @@ class DSSLayer(ConvolutionalSSMLayer):
     ``log_Lambda_real`` = log(-Re λ) for "exp", ``Lambda_real`` = Re λ for "softmax"
     (:data:`REAL_PARAMETERS`); ``Lambda_imag`` = Im λ (N/2,); ``log_step_size`` = log Δ
     (H,). nnx.Param: ``W`` (H, N/2, 2) or (2, H, N/2, 2) (real, imaginary) and ``D`` (H,).
+
+    Example::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import DSSLayer
+        >>> layer = DSSLayer(4, 8, variant="exp", rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u).shape, layer.eigenvalues().shape  # λ shared by the channels
+        ((2, 32, 4), (4,))
     """
 
     def __init__(
@@ -89,7 +99,7 @@ class DSSLayer(ConvolutionalSSMLayer):
             rngs=rngs, even_state="conjugate pairs: the layer keeps N/2 complex states",
         )
         self.variant = check_choice("variant", variant, DSS_VARIANTS)
-        self.eps = check_positive_real("eps", eps)
+        self.eps = check_real_in("eps", eps, 0.0, open_low=True)
         H, half = self.d_model, self.state_size // 2
 
         # DSS's "skew-HiPPO" initialisation: the N/2 eigenvalues of HiPPO-N (the normal part
@@ -135,12 +145,9 @@ class DSSLayer(ConvolutionalSSMLayer):
         depends on L: ``length`` is required for variant "softmax" and the recurrence is
         valid for the first ``length`` steps. DSS-exp works for any length (None).
         """
-        if self.variant == "softmax":
-            if length is None:
-                raise ValueError(
-                    "length must be given for variant 'softmax' (the softmax normalises over the "
-                    "sequence length); got None. Call discrete_system(L) and pass it to step()."
-                )
+        check("length", length, length is not None or self.variant != "softmax", "be given for "
+              "variant 'softmax' (the softmax normalises over the sequence length): call "
+              "discrete_system(L) and pass it to step()")
         coef, shift, dtLambda = dss_coefficients(
             self.eigenvalues(dtype), self.weights(dtype), self.step_sizes(dtype), length or 1, self.variant, eps=self.eps
         )

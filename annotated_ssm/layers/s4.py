@@ -116,6 +116,16 @@ class S4Layer(ConvolutionalSSMLayer):
         C_tilde (H, M, 2) or (2, H, M, 2) when bidirectional, nnx.Param, complex N(0, 1):
             C̃ = C (I - Ā^L₀) for L₀ = kernel_length.
         D (H,) nnx.Param, N(0, 1).
+
+    Example (a batch of 2 sequences of 32 steps, 4 channels)::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S4Layer
+        >>> layer = S4Layer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u).shape, layer.kernel(32).shape  # y = K̄ * u + D u, K̄ one per channel
+        ((2, 32, 4), (4, 32))
     """
 
     def __init__(

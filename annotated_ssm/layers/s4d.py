@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .._validation import check_bool, check_choice, is_real_number
+from .._validation import check, check_bool, check_choice, check_real_in
 from ..discretize import METHODS, discretize_diagonal
 from ..initialization import DIAGONAL_INIT_OPTIONS, DIAGONAL_INITS, diagonal_init
 from ..kernels import vandermonde_kernel
@@ -70,18 +70,17 @@ def _init_options(init: str, init_options) -> dict:
                         f"{init_options!r}.")
     options = dict(init_options)
     for key, value in options.items():
-        if key not in DIAGONAL_INIT_OPTIONS:
-            raise ValueError(f"unknown init_options key {key!r}; choose from: "
-                             f"{', '.join(map(repr, DIAGONAL_INIT_OPTIONS))}.")
+        check_choice("init_options key", key, DIAGONAL_INIT_OPTIONS)
         if key.startswith("random_"):
             options[key] = check_bool(f"init_options[{key!r}]", value)
-        elif not (is_real_number(value) and np.isfinite(value) and (value < 0 if key == "real_part" else value >= 0)):
-            allowed = "< 0 (a stable SSM)" if key == "real_part" else ">= 0"
-            raise ValueError(f"{key} must be a real number, finite and {allowed}; got {value!r}.")
+        elif key == "real_part":  # < 0: a stable SSM
+            options[key] = check_real_in(key, value, -np.inf, 0.0, closed_high=False)
+        else:
+            options[key] = check_real_in(key, value, 0.0)
     changed = {key: value for key, value in options.items() if value != _DEFAULT_INIT_OPTIONS[key]}
-    if changed and init == "real" or options.get("random_imag") and init in ("legs", "rand"):
-        raise ValueError(f"init_options {changed} do not apply to init={init!r} (S4D-Real takes none; "
-                         f"random_imag applies to inv, lin, inv2, quad).")
+    check("init_options", changed, not (changed and init == "real" or options.get("random_imag")
+                                        and init in ("legs", "rand")),
+          f"apply to init={init!r} (S4D-Real takes none; random_imag applies to inv, lin, inv2, quad)")
     return options
 
 
@@ -117,6 +116,17 @@ class S4DLayer(ConvolutionalSSMLayer):
     = log Δ (H,) are :class:`SSMParam`; ``C`` (H, M, 2), or (2, H, M, 2) when
     bidirectional, and ``D`` (H,) are ``nnx.Param``. Complex numbers are stored as (real,
     imaginary) pairs. C is complex normal with E|C|² = 1 (S4's "standard deviation 1").
+
+    Example: the convolution and the recurrence give the same output::
+
+        >>> import jax, numpy as np
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S4DLayer
+        >>> layer = S4DLayer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> y = layer(u)
+        >>> y.shape, bool(np.allclose(layer.recurrent(u), y, atol=1e-5))
+        ((2, 32, 4), True)
     """
 
     def __init__(

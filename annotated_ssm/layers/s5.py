@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validation import check_bool, check_choice, check_positive_int
+from .._validation import check, check_bool, check_choice, check_positive_int
 from ..discretize import METHODS, discretize_diagonal
 from ..initialization import s5_init
 from ..scan import chunked_recurrence
@@ -104,6 +104,16 @@ class S5Layer(SSMLayer):
     Parameters: ``Lambda`` (P', 2), ``B_tilde`` (P', H, 2), ``log_step_size`` (P', log Δ) are
     :class:`SSMParam`; ``C_tilde`` (H, P' or 2P', 2) and ``D`` (H,) are ``nnx.Param``
     (complex numbers stored as (real, imaginary) pairs).
+
+    Example: an irregularly sampled sequence, one step size per observation::
+
+        >>> import jax, jax.numpy as jnp
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S5Layer
+        >>> layer = S5Layer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u, step_sizes=jnp.linspace(0.5, 2.0, 32)).shape
+        (2, 32, 4)
     """
 
     takes_step_sizes = True
@@ -126,10 +136,9 @@ class S5Layer(SSMLayer):
                             rngs=rngs)
         self.blocks = check_positive_int("blocks", blocks)
         block_size = self.state_size // self.blocks
-        if self.state_size % self.blocks or conj_sym is True and block_size % 2:
-            raise ValueError(f"blocks must divide state_size, and state_size / blocks must be even with "
-                             f"conj_sym=True (one state of each conjugate pair is kept); got "
-                             f"state_size={self.state_size}, blocks={self.blocks}.")
+        check("blocks", blocks, not (self.state_size % self.blocks or conj_sym is True and block_size % 2),
+              "divide state_size, and state_size / blocks must be even with conj_sym=True (one state "
+              "of each conjugate pair is kept)", f"state_size={self.state_size}, blocks={self.blocks}")
         self.discretization = check_choice("discretization", discretization, METHODS)
         self.conj_sym = check_bool("conj_sym", conj_sym)
         self.activation = check_choice("activation", activation, ACTIVATIONS)

@@ -67,6 +67,16 @@ class S6Layer(SSMLayer):
     ``log_step_size`` (H,), log Δ, are :class:`SSMParam`;
     ``x_proj`` (H → R + 2N: the low-rank Δ input, B and C), ``dt_proj`` (R → H) and ``D``
     (H,) are ``nnx.Param``.
+
+    Example::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import S6Layer
+        >>> layer = S6Layer(4, 8, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 4))
+        >>> layer(u).shape  # Δ, B and C computed from each step of u
+        (2, 32, 4)
     """
 
     def __init__(

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validation import check_positive_int
+from .._validation import check, check_positive_int
 from ..scan import SSD_CHUNK_SIZE, ssd_scan, ssd_step
 from .base import SSMLayer, SSMParam
 
@@ -83,6 +83,16 @@ class SSDLayer(SSMLayer):
     Parameters: ``log_A_real`` (heads,), log(-A), and ``log_step_size`` (heads,), log Δ₀,
     are :class:`SSMParam`; ``x_proj`` (H → 2·G·N + heads: B, C and the Δ input) and ``D``
     (H,) are ``nnx.Param``.
+
+    Example::
+
+        >>> import jax
+        >>> from flax import nnx
+        >>> from annotated_ssm.layers import SSDLayer
+        >>> layer = SSDLayer(8, 4, head_dim=4, rngs=nnx.Rngs(0))
+        >>> u = jax.random.normal(jax.random.key(1), (2, 32, 8))
+        >>> layer.n_heads, layer(u).shape
+        (2, (2, 32, 8))
     """
 
     takes_step_sizes = False
@@ -107,14 +117,12 @@ class SSDLayer(SSMLayer):
             self.head_dim = default_head_dim(H)
         else:
             self.head_dim = check_positive_int("head_dim", head_dim)
-            if H % self.head_dim:
-                raise ValueError(f"head_dim must divide d_model = {H} (heads of head_dim channels "
-                                 f"each); got head_dim = {self.head_dim}.")
+            check("head_dim", head_dim, H % head_dim == 0, f"divide d_model = {H} (heads of "
+                  "head_dim channels each)")
         self.n_heads = H // self.head_dim
         self.n_groups = check_positive_int("n_groups", n_groups)
-        if self.n_heads % self.n_groups:
-            raise ValueError(f"n_groups must divide the number of heads, {self.n_heads} "
-                             f"(d_model {H} / head_dim {self.head_dim}); got n_groups = {self.n_groups}.")
+        check("n_groups", n_groups, self.n_heads % n_groups == 0, f"divide the number of heads, "
+              f"{self.n_heads} (d_model {H} / head_dim {self.head_dim})")
         self.chunk_size = check_positive_int("chunk_size", chunk_size)
         # Mamba-2: -A ~ U[1, 16] per head, stored as its log.
         minus_A = jax.random.uniform(rngs.params(), (self.n_heads,), jnp.float32, 1.0, 16.0)
