@@ -220,11 +220,15 @@ def selective_scan(u, step, A, B, C, *, chunk_size: int | None = SELECTIVE_SCAN_
         within_chunk = "sequential" if jax.default_backend() == "cpu" else "associative"
     *batch_shape, L, H = u.shape
     inputs = tuple(x.reshape(-1, L, x.shape[-1]) for x in (u, step, B, C))  # (batch, L, ·)
-    x0 = given[0].reshape(-1, H, N) if given else jnp.zeros((inputs[0].shape[0], H, N), dtype)
+    # The engine's state is (batch, N, H), each state transposed: a step's readout C · h then
+    # sums N rows of H numbers (not H rows of N, a reduction along the contiguous axis that
+    # the CPU does one short row at a time), measured 2-3× faster for the forward pass.
+    x0 = (jnp.swapaxes(given[0].reshape(-1, H, N), -1, -2) if given
+          else jnp.zeros((inputs[0].shape[0], N, H), dtype))
     y, final = _engine(_selective_chunk_system, _selective_readout, min(chunk_size, L), reverse, within_chunk,
-                       A, inputs, x0)
+                       A.T, inputs, x0)
     y = y.reshape(*batch_shape, L, H)
-    return (y, final.reshape(state_shape)) if return_state else y
+    return (y, jnp.swapaxes(final, -1, -2).reshape(state_shape)) if return_state else y
 
 
 def selective_system(step, A, B, u):
@@ -232,15 +236,16 @@ def selective_system(step, A, B, u):
     return jnp.exp(step[..., None] * A), (step * u)[..., None] * B[..., None, :]
 
 
-def _selective_chunk_system(A, inputs):
-    """a, b (..., H, N) of S6 inputs u, Δ (..., H), B, C (..., N): a chunk's or one step's."""
+def _selective_chunk_system(A_T, inputs):
+    """a, b (..., N, H), the transposed decays exp(Δ A)ᵀ and inputs (Δ u B)ᵀ, of A_T = Aᵀ
+    (N, H) and S6 inputs u, Δ (..., H), B, C (..., N): a chunk's or one step's."""
     u, step, B, _ = inputs
-    return selective_system(step, A, B, u)
+    return jnp.exp(step[..., None, :] * A_T), B[..., :, None] * (step * u)[..., None, :]
 
 
-def _selective_readout(A, inputs, states):
-    """y = C · h, (..., H), of states (..., H, N): a chunk's (T, batch, ·) or one step's."""
-    return jnp.einsum("...n,...hn->...h", inputs[3], states, precision=jax.lax.Precision.HIGHEST)
+def _selective_readout(A_T, inputs, states):
+    """y = C · h, (..., H), of transposed states (..., N, H): a chunk's (T, batch, ·) or one step's."""
+    return jnp.einsum("...n,...nh->...h", inputs[3], states, precision=jax.lax.Precision.HIGHEST)
 
 
 # --- the chunked engine: one chunk of states at a time, forwards and backwards --------------

@@ -62,19 +62,23 @@ _FULL = jax.lax.Precision.HIGHEST
 def _real_matmul(u, M):
     """M u for real u (..., H) and complex M (P, H) or (..., P, H): (..., P) complex.
 
-    Two real products instead of promoting u to complex first (which would make XLA do a
-    complex product, twice the arithmetic)."""
+    One real product with the real and imaginary parts of M stacked, (2P, H), instead of
+    promoting u to complex first (which would make XLA do a complex product, twice the
+    arithmetic) or taking two products (one larger product is faster on a CPU, measured)."""
+    P = M.shape[-2]
+    stacked = jnp.concatenate([M.real, M.imag], axis=-2)  # (..., 2P, H)
     if M.ndim == 2:
-        return jax.lax.complex(jnp.matmul(u, M.real.T, precision=_FULL),
-                               jnp.matmul(u, M.imag.T, precision=_FULL))
-    return jax.lax.complex(jnp.einsum("...ph,...h->...p", M.real, u, precision=_FULL),
-                           jnp.einsum("...ph,...h->...p", M.imag, u, precision=_FULL))
+        both = jnp.matmul(u, stacked.T, precision=_FULL)
+    else:
+        both = jnp.einsum("...ph,...h->...p", stacked, u, precision=_FULL)
+    return jax.lax.complex(both[..., :P], both[..., P:])
 
 
 def _real_readout(C, x):
-    """Re(C x) for complex C (H, P) and x (..., P): (..., H) real, without the imaginary part."""
-    return (jnp.matmul(x.real, C.real.T, precision=_FULL)
-            - jnp.matmul(x.imag, C.imag.T, precision=_FULL))
+    """Re(C x) for complex C (H, P) and x (..., P): (..., H) real, without the imaginary part:
+    one real product of the pairs (Re x, Im x) (..., 2P) with (Re C, -Im C) (H, 2P)."""
+    pairs = jnp.concatenate([x.real, x.imag], axis=-1)
+    return jnp.matmul(pairs, jnp.concatenate([C.real, -C.imag], axis=-1).T, precision=_FULL)
 
 
 class S5Layer(SSMLayer):
