@@ -355,16 +355,15 @@ def _chunk_forward(system, readout, params, xs, positions, h, length, padded, *,
 def _chunk_backward(system, readout, params, xs, positions, h, d_ys, d_last, length, padded, *, reverse, method):
     """One chunk's cotangents from d_ys (T, batch, ...) and d_last = ∂L/∂(its last state)
     from the later chunks: (d_params, d_xs (T, batch, ...), ∂L/∂h for the entering state)."""
-    _, _, states = _chunk_forward(system, readout, params, xs, positions, h, length, padded,
-                                  reverse=reverse, method=method)
-    previous = _shifted(states, h, later=reverse)  # h_{t-1} (h_{t+1} with reverse)
     first = -1 if reverse else 0
 
     def pullback(xs, positions, states, previous, d_ys, g_from_later):
         """Cotangents of params and xs from the readout and the system, given the chunk's (or
-        step's) states and the adjoint flowing in from the steps after; also g and a."""
+        step's) states (None: made here from the previous ones, h_t = a_t h_{t-1} + b_t) and
+        the adjoint flowing in from the steps after; also a ⊙ g, sent back to the state before."""
         (a, b), system_vjp = jax.vjp(lambda p, x: _masked_system(system, p, x, positions, length, padded),
                                      params, xs)
+        states = a * previous + b if states is None else states
         _, readout_vjp = jax.vjp(readout, params, xs, states)
         d_params_readout, d_xs_readout, d_states = readout_vjp(d_ys)
         g = g_from_later(a, d_states)
@@ -373,6 +372,10 @@ def _chunk_backward(system, readout, params, xs, positions, h, d_ys, d_last, len
                 jax.tree.map(jnp.add, d_xs_readout, d_xs_system), jnp.broadcast_to(a, g.shape) * g)
 
     if method == "associative":
+        _, _, states = _chunk_forward(system, readout, params, xs, positions, h, length, padded,
+                                      reverse=reverse, method=method)
+        previous = _shifted(states, h, later=reverse)  # h_{t-1} (h_{t+1} with reverse)
+
         def adjoint(a, d_states):
             # g_t = d_states_t + a_{t+1} g_{t+1}: the recurrence backwards in time, a shifted by
             # one step (step t+1 carries g_{t+1} back to h_t), d_last entering.
@@ -383,13 +386,23 @@ def _chunk_backward(system, readout, params, xs, positions, h, d_ys, d_last, len
         d_params, d_xs, a_g = pullback(xs, positions, states, previous, d_ys, adjoint)
         return d_params, d_xs, a_g[first]
 
+    # Sequential: the chunk's states recomputed, each kept as the state *entering* its step
+    # (h_{t-1}; h_{t+1} with reverse); the adjoint's step remakes its a_t, b_t (it needs them
+    # anyway) and from them its own state, so no shifted copy of the states is made.
+    def recompute(h, inputs):
+        a, b = _masked_system(system, params, *inputs, length, padded)
+        return a * h + b, h
+
+    _, previous = jax.lax.scan(recompute, h, (xs, positions), reverse=reverse)
+
     def step(carry, inputs):
         d_params, a_g_later = carry  # a_{t+1} g_{t+1}, what step t+1 sends back to h_t
-        d_p, d_x, a_g = pullback(*inputs, lambda a, d_states: d_states + a_g_later)
+        xs_t, position, previous_t, d_ys_t = inputs
+        d_p, d_x, a_g = pullback(xs_t, position, None, previous_t, d_ys_t, lambda a, d_states: d_states + a_g_later)
         return (jax.tree.map(jnp.add, d_params, d_p), a_g), d_x
 
     zeros = jax.tree.map(jnp.zeros_like, params)
-    (d_params, d_entering), d_xs = jax.lax.scan(step, (zeros, d_last), (xs, positions, states, previous, d_ys),
+    (d_params, d_entering), d_xs = jax.lax.scan(step, (zeros, d_last), (xs, positions, previous, d_ys),
                                                 reverse=not reverse)
     return d_params, d_xs, d_entering
 
