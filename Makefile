@@ -40,8 +40,8 @@ COLAB_IPYWIDGETS := 7.7.1
 # restored by the tests that follow, so tests/test_model.py runs in the main run only), optax
 # training, orbax checkpoints (train, checkpoint, the CLI, the README's example), the explorers on ipywidgets 7.7 and 8 (widgets,
 # static explorer). Every chapter but 8, 9 and 10, the three that train: their trained scores are
-# not compared (they depend on the CPU) and they are the longest chapters (1,300 of the
-# chapters' 1,750 CPU seconds). Chapter 8's training is the package's (fit, optax, orbax:
+# not compared (they depend on the CPU) and they are the longest chapters (about three
+# quarters of the chapters' time). Chapter 8's training is the package's (fit, optax, orbax:
 # the tests above run it at the floors); chapter 9's layer, S6, trains at the floors through
 # the CLI (test_cli.py), and its own loop uses optax's oldest transforms (chain, adam,
 # clip_by_global_norm, scale_by_schedule); chapter 10 passed there once (113 s, by hand). Not
