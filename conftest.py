@@ -1,7 +1,8 @@
 """pytest configuration for the whole repository: the package tests and the chapters."""
 
 # The chapters, longest first (chapter 8 trains 22 models, 9 trains 8, 10 three with their
-# seeds side by side; chapter 2's cells take 145 s as `make execute` stored them, the others under 80).
+# seeds side by side; chapter 2's cells take 145 s as `make execute` stored them, the others
+# under 80).
 CHAPTERS = ("08_training.ipynb", "09_selective.ipynb", "10_duality.ipynb", "02_hippo.ipynb",
             "07_s5.ipynb", "04_s4.ipynb", "06_s4d.ipynb", "05_dss.ipynb",
             "03_discretization.ipynb", "01_continuous_time.ipynb")
