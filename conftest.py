@@ -1,6 +1,6 @@
 """pytest configuration for the whole repository: the package tests and the chapters."""
 
-# The chapters, longest first (chapter 8 trains 22 models, 9 trains 8, 10 three with their
+# The chapters, longest first (chapter 8 trains 30 models, 9 trains 8, 10 three with their
 # seeds side by side; chapter 2's cells take 145 s as `make execute` stored them, the others
 # under 80).
 CHAPTERS = ("08_training.ipynb", "09_selective.ipynb", "10_duality.ipynb", "02_hippo.ipynb",
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 
     ``make test`` spreads files over the cores (pytest-xdist, ``--dist loadfile``) in this
     order, and the longest first leaves the least idle time at the end: chapter 8 trains
-    22 models and takes the longest of any file, and started last it would leave the other
+    30 models and takes the longest of any file, and started last it would leave the other
     cores idle for minutes. The order within a file is kept (nbval runs a chapter's cells in
     one kernel, one after another)."""
     items.sort(key=lambda item: RANK.get(item.path.name, len(RANK)))  # stable
