@@ -40,8 +40,8 @@ COLAB_IPYWIDGETS := 7.7.1
 # restored by the tests that follow, so tests/test_model.py runs in the main run only), optax
 # training, orbax checkpoints (train, checkpoint, the CLI, the README's example), the explorers on ipywidgets 7.7 and 8 (widgets,
 # static explorer). Every chapter but 8, 9 and 10, the three that train: their trained scores are
-# not compared (they depend on the CPU) and they are the longest chapters (ten of the 20
-# minutes CI's two cores may take). Chapter 8's training is the package's (fit, optax, orbax:
+# not compared (they depend on the CPU) and they are the longest chapters (about three
+# quarters of the chapters' time). Chapter 8's training is the package's (fit, optax, orbax:
 # the tests above run it at the floors); chapter 9's layer, S6, trains at the floors through
 # the CLI (test_cli.py), and its own loop uses optax's oldest transforms (chain, adam,
 # clip_by_global_norm, scale_by_schedule); chapter 10 passed there once (113 s, by hand). Not
@@ -71,6 +71,10 @@ NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=900 \
 # more than the cores: with one per core the cores sat idle 9 % of the time (starting
 # interpreters and kernels, writing checkpoints, waiting on child processes); on CI's two
 # cores the floors run took 314 s at 182 % CPU with two workers, 293 s at 196 % with three.
+# The longest files start first (conftest.py: the three training chapters, then the others
+# by their measured time), since a long chapter started last leaves the other cores idle;
+# conftest.py also turns off pytest-xdist's own order (3.7+: most tests first), which
+# started chapter 8 behind twenty test files.
 WORKERS      ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST_XDIST := -n $(WORKERS) --dist loadfile
 JAX_CACHE    := JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0

@@ -65,7 +65,7 @@ def selective_chapter(mode: str) -> dict:
     if mode == "gpu":
         return dict(TASK=dict(length=128, n_memorize=8, vocab=8), WIDTH=64, STATE=16,
                     STEPS=3000, BATCH=32, LEARNING_RATES=(2e-3, 5e-3), EVAL_BATCH=500)
-    return dict(TASK=dict(length=32, n_memorize=4, vocab=8), WIDTH=32, STATE=8, STEPS=1000,
+    return dict(TASK=dict(length=32, n_memorize=4, vocab=8), WIDTH=32, STATE=8, STEPS=600,
                 BATCH=32, LEARNING_RATES=(2e-3, 5e-3), EVAL_BATCH=500)
 
 
