@@ -31,17 +31,17 @@ import sys
 import typing
 from typing import Any
 
-import jax
-
-from .config import ModelConfig, TrainConfig
-from .data import DATASETS, check_dataset_installed, dataset_task, load_dataset
-from .layers import LAYERS
-from .model import check_model_fits
-from .runs import HISTORY_FILES, RunFolder
-from .train import (DivergedError, Signals, TrainingInterrupted, build_model, count_params,
-                    count_steps, fit)
+from .config import LAYER_NAMES, ModelConfig, TrainConfig
 
 __all__ = ["main"]
+
+# JAX, the data and the training are imported when a command needs them: --help needs none.
+
+
+def load_dataset(name: str, **kwargs):
+    """:func:`annotated_ssm.data.load_dataset` (the tests replace it here)."""
+    from .data import load_dataset
+    return load_dataset(name, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,10 +65,8 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
     """One option per dataclass field: ``--field-name``, its type, default and help text."""
     group = parser.add_argument_group(f"{config_class.__name__} (annotated_ssm.config)")
     hints = typing.get_type_hints(config_class)
-    defaults = config_class()
     for field in dataclasses.fields(config_class):
-        kind = hints[field.name]
-        default = getattr(defaults, field.name)
+        kind, default = hints[field.name], field.default  # (no instance: its checks import JAX)
         help = field.metadata["help"]
         if field.name == "layer_options":
             group.add_argument("--layer-option", dest=field.name, action="append", default=[],
@@ -103,7 +101,7 @@ DATASET_HELP = {
 
 EXAMPLES = f"""\
 data sets (--dataset):
-{chr(10).join(f"  {name:<13} {DATASET_HELP[name]}" for name in DATASETS)}
+{chr(10).join(f"  {name:<13} {help}" for name, help in DATASET_HELP.items())}
   FILE.npz      your own: x_train, y_train, x_test, y_test (and lengths_train,
                 lengths_test for sequences of different lengths padded to one L),
                 as annotated_ssm.data.load_npz reads them
@@ -142,7 +140,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
 
 
 def _parser() -> argparse.ArgumentParser:
-    layers = ", ".join(name.upper() for name in LAYERS)
+    layers = ", ".join(name.upper() for name in LAYER_NAMES)
     parser = _Parser(
         prog=PROG,
         description=f"Train a deep state-space model (blocks of one layer: {layers})\n"
@@ -153,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--dataset", default="mnist1d", type=_dataset_name,
-                        metavar="{" + ",".join(DATASETS) + ",FILE.npz}",
+                        metavar="{" + ",".join(DATASET_HELP) + ",FILE.npz}",
                         help="the data set (explained below)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
                         help="a run folder: the training state is saved there (after the first "
@@ -175,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dataset_name(value: str) -> str:
     """A registered data set's name, or an .npz file's absolute path (what a run stores)."""
+    from .data import DATASETS
     if value.endswith(".npz"):
         path = pathlib.Path(value).absolute()
         if not path.is_file():
@@ -214,6 +213,8 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
     """The two configurations from the parsed arguments (checked by the dataclasses); with
     ``--resume DIR``, the options stored in DIR where none is given (and ``args.dataset``
     set to the stored data set unless given)."""
+    from .data import DATASETS
+    from .runs import RunFolder
     values = dict(vars(args))
     values["layer_options"] = _layer_options(values["layer_options"])
     if args.resume is not None:
@@ -246,6 +247,9 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
     memory, the run folder (free, and every name a save creates), and with ``--resume`` that
     the saved run used the same options. Sets ``args.checkpoint`` to the ``--resume`` folder.
     Returns what to say of a finished run that ``--resume`` has nothing to add to."""
+    from .data import check_dataset_installed, dataset_task
+    from .model import check_model_fits
+    from .runs import RunFolder
     if args.resume is not None:
         if args.checkpoint is not None and args.checkpoint.absolute() != args.resume.absolute():
             raise ValueError("--resume DIR continues the run in DIR and saves it there; leave "
@@ -277,6 +281,8 @@ def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
 
 def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_steps: int) -> str:
     """What resuming the run in ``folder`` does."""
+    from .runs import RunFolder
+    from .train import count_steps
     with RunFolder(folder, config, resume=True, dry_run=True) as run:
         state, stored_epochs = run.read_state(), run.read_metadata()["train_config"]["epochs"]
     per_epoch = count_steps(dataclasses.replace(config, epochs=1, max_steps=None), dataset)
@@ -299,11 +305,8 @@ def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list
     lines.append(f"best epoch {summary['best_epoch']}: {test}")
     if folder is not None:
         lines.append(f"saved in {str(folder)!r}: the best epoch and the last training state, "
-                     f"{', '.join(HISTORY_FILES)}")
+                     "history.json, history.csv")
     return lines
-
-
-_JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    import jax
+
+    from .train import (DivergedError, Signals, TrainingInterrupted, build_model, count_params,
+                        count_steps, fit)
     try:
         model_config, config = _configs(args, argv)
         finished = _check_before_loading(model_config, config, args)
@@ -365,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.exit(128 + stopped.signal, f"interrupted by "
                             f"{signal.Signals(stopped.signal).name} at update {stopped.step}; "
                             f"{where}\n")
-    except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
+    except (ValueError, OSError, DivergedError, jax.errors.JaxRuntimeError) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")
     summary = {"layer": model_config.layer, "dataset": args.dataset, "epochs": len(history.epoch),
