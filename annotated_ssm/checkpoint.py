@@ -446,6 +446,6 @@ def load_model(path: str | os.PathLike, *, seed: int = 0) -> SequenceModel:
     with reading(path) as manager:
         info = read(manager, {METADATA: ocp.args.JsonRestore()})[METADATA]
         model = model_from_architecture(info["architecture"], rngs=nnx.Rngs(seed))
-        restore(manager, model)
+        restore(manager, model, info=info)
     model.eval()
     return model
