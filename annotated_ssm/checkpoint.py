@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import traceback
 import warnings
 from typing import Any
 
@@ -203,7 +204,8 @@ class _OrbaxLeftovers(logging.Filter):
     disk. Either may come whenever the thread ends or the future is collected: at exit, say."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        text = record.getMessage() + (  # the traceback too: orbax's frames are named there
+            "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else "")
         full_disk = "RESOURCE_EXHAUSTED" in text or "No space left" in text
         return not ("orbax" in record.pathname + text and
                     ("never retrieved" in text or full_disk))
