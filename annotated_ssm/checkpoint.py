@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import traceback
 import warnings
 from typing import Any
 
@@ -203,7 +204,8 @@ class _OrbaxLeftovers(logging.Filter):
     disk. Either may come whenever the thread ends or the future is collected: at exit, say."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        text = record.getMessage() + (  # the traceback too: orbax's frames are named there
+            "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else "")
         full_disk = "RESOURCE_EXHAUSTED" in text or "No space left" in text
         return not ("orbax" in record.pathname + text and
                     ("never retrieved" in text or full_disk))
@@ -291,10 +293,17 @@ def save_checkpoint(path: str | os.PathLike, model: SequenceModel,
     ``path``: a new path, an empty folder or an earlier checkpoint, replaced once the new one
     is complete. ``config`` (a dataclass) and ``extra`` (JSON facts) are recorded. Returns the
     absolute path. ValueError for a NaN or infinite parameter or a value JSON cannot store;
-    OSError with the free space on a full disk. For example::
+    OSError with the free space on a full disk. For example:
 
-        save_checkpoint("runs/generator", model)
-        model = load_model("runs/generator")
+    >>> import shutil, tempfile
+    >>> from annotated_ssm.model import SequenceClassifier
+    >>> model = SequenceClassifier("s4d", 1, 3, d_model=8, n_layers=1, rngs=nnx.Rngs(0))
+    >>> folder = tempfile.mkdtemp()
+    >>> save_checkpoint(f"{folder}/model", model).name
+    'model'
+    >>> load_model(f"{folder}/model").architecture == model.architecture
+    True
+    >>> shutil.rmtree(folder)
     """
     path = check_checkpoint_path(path)
     check_optimizer(model, optimizer)
@@ -423,10 +432,22 @@ def load_model(path: str | os.PathLike, *, seed: int = 0) -> SequenceModel:
     """Rebuild the model stored at ``path`` (a checkpoint, or a run folder: its best epoch's
     model, else its newest) from its recorded architecture (its sizes checked by
     ``ModelConfig`` first: a tampered ``n_layers=10**6`` is refused, not built) and restore
-    its weights; returned in eval mode. ``seed`` seeds only dropout."""
+    its weights; returned in eval mode. ``seed`` seeds only dropout. For example, a model
+    saved and rebuilt gives the same outputs:
+
+    >>> import shutil, tempfile
+    >>> from annotated_ssm.model import CausalSequenceModel
+    >>> model = CausalSequenceModel("s4d", 1, 1, d_model=8, n_layers=1, rngs=nnx.Rngs(0))
+    >>> folder = tempfile.mkdtemp()
+    >>> loaded = load_model(save_checkpoint(f"{folder}/model", model))
+    >>> x = jnp.ones((2, 16, 1))
+    >>> bool(jnp.all(loaded(x) == model(x))), type(loaded).__name__
+    (True, 'CausalSequenceModel')
+    >>> shutil.rmtree(folder)
+    """
     with reading(path) as manager:
         info = read(manager, {METADATA: ocp.args.JsonRestore()})[METADATA]
         model = model_from_architecture(info["architecture"], rngs=nnx.Rngs(seed))
-        restore(manager, model)
+        restore(manager, model, info=info)
     model.eval()
     return model

@@ -31,17 +31,17 @@ import sys
 import typing
 from typing import Any
 
-import jax
-
-from .config import ModelConfig, TrainConfig
-from .data import DATASETS, check_dataset_installed, dataset_task, load_dataset
-from .layers import LAYERS
-from .model import check_model_fits
-from .runs import HISTORY_FILES, RunFolder
-from .train import (DivergedError, Signals, TrainingInterrupted, build_model, count_params,
-                    count_steps, fit)
+from .config import LAYER_NAMES, ModelConfig, TrainConfig
 
 __all__ = ["main"]
+
+# JAX, the data and the training are imported when a command needs them: --help needs none.
+
+
+def load_dataset(name: str, **kwargs):
+    """:func:`annotated_ssm.data.load_dataset` (the tests replace it here)."""
+    from .data import load_dataset
+    return load_dataset(name, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,10 +65,8 @@ def _add_fields(parser: argparse.ArgumentParser, config_class: type) -> None:
     """One option per dataclass field: ``--field-name``, its type, default and help text."""
     group = parser.add_argument_group(f"{config_class.__name__} (annotated_ssm.config)")
     hints = typing.get_type_hints(config_class)
-    defaults = config_class()
     for field in dataclasses.fields(config_class):
-        kind = hints[field.name]
-        default = getattr(defaults, field.name)
+        kind, default = hints[field.name], field.default  # (no instance: its checks import JAX)
         help = field.metadata["help"]
         if field.name == "layer_options":
             group.add_argument("--layer-option", dest=field.name, action="append", default=[],
@@ -103,7 +101,7 @@ DATASET_HELP = {
 
 EXAMPLES = f"""\
 data sets (--dataset):
-{chr(10).join(f"  {name:<13} {DATASET_HELP[name]}" for name in DATASETS)}
+{chr(10).join(f"  {name:<13} {help}" for name, help in DATASET_HELP.items())}
   FILE.npz      your own: x_train, y_train, x_test, y_test (and lengths_train,
                 lengths_test for sequences of different lengths padded to one L),
                 as annotated_ssm.data.load_npz reads them
@@ -142,7 +140,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
 
 
 def _parser() -> argparse.ArgumentParser:
-    layers = ", ".join(name.upper() for name in LAYERS)
+    layers = ", ".join(name.upper() for name in LAYER_NAMES)
     parser = _Parser(
         prog=PROG,
         description=f"Train a deep state-space model (blocks of one layer: {layers})\n"
@@ -153,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--dataset", default="mnist1d", type=_dataset_name,
-                        metavar="{" + ",".join(DATASETS) + ",FILE.npz}",
+                        metavar="{" + ",".join(DATASET_HELP) + ",FILE.npz}",
                         help="the data set (explained below)")
     parser.add_argument("--checkpoint", type=pathlib.Path, default=None, metavar="DIR",
                         help="a run folder: the training state is saved there (after the first "
@@ -175,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dataset_name(value: str) -> str:
     """A registered data set's name, or an .npz file's absolute path (what a run stores)."""
+    from .data import DATASETS
     if value.endswith(".npz"):
         path = pathlib.Path(value).absolute()
         if not path.is_file():
@@ -210,16 +209,31 @@ def _given_options(argv: list[str] | None) -> set[str]:
 
 
 def _configs(args: argparse.Namespace, argv: list[str] | None
-             ) -> tuple[ModelConfig, TrainConfig]:
+             ) -> tuple[ModelConfig, TrainConfig, Any]:
     """The two configurations from the parsed arguments (checked by the dataclasses); with
-    ``--resume DIR``, the options stored in DIR where none is given (and ``args.dataset``
-    set to the stored data set unless given)."""
+    ``--resume DIR`` (read once), the options stored in DIR where none is given
+    (``args.dataset`` too), checked against the saved run, whose state and epochs come third
+    (else None). Sets ``args.checkpoint`` to the ``--resume`` folder."""
+    from .data import DATASETS
+    from .runs import RunFolder
+    if args.resume is not None:
+        if args.checkpoint is not None and args.checkpoint.absolute() != args.resume.absolute():
+            raise ValueError("--resume DIR continues the run in DIR and saves it there; leave "
+                             f"out --checkpoint (given {str(args.checkpoint)!r}).")
+        if args.overwrite:
+            raise ValueError("--resume continues a run, --overwrite replaces it: give one.")
+        args.checkpoint = args.resume
+    if args.overwrite and args.checkpoint is None:
+        raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
     values = dict(vars(args))
     values["layer_options"] = _layer_options(values["layer_options"])
-    if args.resume is not None:
-        given = _given_options(argv)
-        with RunFolder(args.resume, TrainConfig(), resume=True, dry_run=True) as folder:
-            info, state = folder.read_metadata(), folder.read_state()
+    if args.resume is None:
+        return (ModelConfig(**{f.name: values[f.name] for f in dataclasses.fields(ModelConfig)}),
+                TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)}),
+                None)
+    given = _given_options(argv)
+    with RunFolder(args.resume, TrainConfig(), resume=True, dry_run=True) as folder:
+        info, state = folder.read_metadata(), folder.read_state()
         stored = {**info["architecture"], **(info.get("train_config") or {})}
         values.update({k: v for k, v in stored.items() if k not in given and k in values})
         if "layer_options" in given:  # the package's own (S4's reference length) stay stored
@@ -234,53 +248,33 @@ def _configs(args: argparse.Namespace, argv: list[str] | None
                 raise ValueError(f"the run in {str(args.resume)!r} was trained on the data set "
                                  f"{args.dataset!r}, which the command line cannot load; resume "
                                  "it from Python with fit(..., resume_from=DIR).")
-    model_values = {f.name: values[f.name] for f in dataclasses.fields(ModelConfig)}
-    train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
-    return ModelConfig(**model_values), train
+        model = ModelConfig(**{f.name: values[f.name] for f in dataclasses.fields(ModelConfig)})
+        train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
+        folder.check_resume(train, model.to_dict(), args.dataset)
+    return model, train, (state, stored["epochs"])
 
 
 def _check_before_loading(model_config: ModelConfig, config: TrainConfig,
-                          args: argparse.Namespace) -> str | None:
+                          args: argparse.Namespace) -> None:
     """What the configs' checks cannot know without the command's other options: the data
     set's module installed, the model against the data set's task, its size against the
-    memory, the run folder (free, and every name a save creates), and with ``--resume`` that
-    the saved run used the same options. Sets ``args.checkpoint`` to the ``--resume`` folder.
-    Returns what to say of a finished run that ``--resume`` has nothing to add to."""
-    if args.resume is not None:
-        if args.checkpoint is not None and args.checkpoint.absolute() != args.resume.absolute():
-            raise ValueError("--resume DIR continues the run in DIR and saves it there; leave "
-                             f"out --checkpoint (given {str(args.checkpoint)!r}).")
-        if args.overwrite:
-            raise ValueError("--resume continues a run, --overwrite replaces it: give one.")
-        args.checkpoint = args.resume
-    if args.overwrite and args.checkpoint is None:
-        raise ValueError("--overwrite needs --checkpoint DIR, the run folder to replace.")
+    memory, a new run's folder (free, and every name a save creates)."""
+    from .data import check_dataset_installed, dataset_task
+    from .model import check_model_fits
+    from .runs import RunFolder
     check_dataset_installed(args.dataset)
     task = dataset_task(args.dataset)
     model_config.check_task(task)
     n_outputs = 1 if task == "regression" else 2  # at least
     check_model_fits(model_config, 1, n_outputs, copies=4)  # weights, gradients, 2 moments
-    if args.checkpoint is None:
-        return None
-    with RunFolder(args.checkpoint, config, resume=args.resume is not None,
-                   overwrite=args.overwrite, dry_run=True) as folder:
-        if args.resume is None:
-            return None
-        state = folder.check_resume(config, model_config.to_dict(), args.dataset)
-        stored_epochs = folder.read_metadata()["train_config"]["epochs"]
-    if state.finished and config.epochs <= stored_epochs:
-        return (f"the run in {str(args.resume)!r} is finished ({state.step} updates, "
-                f"{stored_epochs} epochs); nothing to train. Give --epochs larger than "
-                f"{stored_epochs} to extend it.")
-    return None
+    if args.checkpoint is not None and args.resume is None:
+        RunFolder(args.checkpoint, config, overwrite=args.overwrite, dry_run=True).close()
 
 
-def _resume_message(folder: pathlib.Path, config: TrainConfig, dataset, total_steps: int) -> str:
-    """What resuming the run in ``folder`` does."""
-    with RunFolder(folder, config, resume=True, dry_run=True) as run:
-        state, stored_epochs = run.read_state(), run.read_metadata()["train_config"]["epochs"]
-    per_epoch = count_steps(dataclasses.replace(config, epochs=1, max_steps=None), dataset)
-    message = ""
+def _resume_message(config: TrainConfig, resumed, per_epoch: int, total_steps: int) -> str:
+    """What resuming a run does (``resumed``: its saved state and epochs, ``per_epoch``: its
+    updates per epoch)."""
+    (state, stored_epochs), message = resumed, ""
     if config.epochs > stored_epochs:
         message = (f"extending the run from {stored_epochs} to {config.epochs} epochs: the "
                    f"learning-rate schedule is recomputed for {total_steps} updates.\n")
@@ -299,11 +293,8 @@ def _summary_lines(summary: dict[str, Any], folder: pathlib.Path | None) -> list
     lines.append(f"best epoch {summary['best_epoch']}: {test}")
     if folder is not None:
         lines.append(f"saved in {str(folder)!r}: the best epoch and the last training state, "
-                     f"{', '.join(HISTORY_FILES)}")
+                     "history.json, history.csv")
     return lines
-
-
-_JAX_ERRORS = tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,18 +305,24 @@ def main(argv: list[str] | None = None) -> int:
     layer refuses, e.g. an unknown S4D ``init``, when the model is built, after loading);
     the same for a batch larger than the training split, found when the data is loaded; 1
     when a run fails later (a download, a diverged loss, memory); 130 on SIGINT (Ctrl-C) and
-    143 on SIGTERM, after saving the training state to ``--checkpoint DIR/last`` (``--resume``
+    143 on SIGTERM, after saving the training state to ``--checkpoint DIR`` (``--resume``
     continues it).
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    import jax
+
+    from .train import (DivergedError, Signals, TrainingInterrupted, build_model, count_params,
+                        count_steps, fit)
     try:
-        model_config, config = _configs(args, argv)
-        finished = _check_before_loading(model_config, config, args)
+        model_config, config, resumed = _configs(args, argv)
+        _check_before_loading(model_config, config, args)
     except (ValueError, TypeError, OSError, ImportError) as error:
         parser.exit(2, f"error: {error}\n")
-    if finished:  # --resume of a finished run: nothing to load or build
-        print(finished)
+    if resumed and resumed[0].finished and config.epochs <= resumed[1]:  # nothing to load
+        print(f"the run in {str(args.resume)!r} is finished ({resumed[0].step} updates, "
+              f"{resumed[1]} epochs); nothing to train. Give --epochs larger than "
+              f"{resumed[1]} to extend it.")
         return 0
     try:
         with _raising_on(*Signals.STOPPING):  # no JAX call yet: safe to raise
@@ -349,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(jax.local_devices())} device(s), {total_steps} optimiser updates",
                   flush=True)
             if args.resume is not None:
-                print(_resume_message(args.resume, config, dataset, total_steps), flush=True)
+                per_epoch = count_steps(dataclasses.replace(config, epochs=1, max_steps=None),
+                                        dataset)
+                print(_resume_message(config, resumed, per_epoch, total_steps), flush=True)
             if signals.stop:
                 parser.exit(128 + signals.stop, f"interrupted by "
                             f"{signal.Signals(signals.stop).name} before the first update; "
@@ -365,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.exit(128 + stopped.signal, f"interrupted by "
                             f"{signal.Signals(stopped.signal).name} at update {stopped.step}; "
                             f"{where}\n")
-    except (ValueError, OSError, DivergedError, *_JAX_ERRORS) as error:
+    except (ValueError, OSError, DivergedError, jax.errors.JaxRuntimeError) as error:
         message = " ".join(str(error).split())  # one line, even for XLA's multi-line messages
         parser.exit(1, f"error: {message[:2000]}\n")
     summary = {"layer": model_config.layer, "dataset": args.dataset, "epochs": len(history.epoch),

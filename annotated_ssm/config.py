@@ -16,44 +16,52 @@ a run before any data is loaded or anything compiled.
 from __future__ import annotations
 
 import dataclasses
-import functools
+import importlib
 import inspect
 import json
 from typing import Any
 
+__all__ = ["ModelConfig", "TrainConfig", "BLOCKS", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS",
+           "LAYER_NAMES"]
 
-from ._validation import (MAX_SEED, check_bool, check_choice, check_positive_int, check_real_in,
-                          check_seed, check_step_bounds)
-from .blocks import Mamba2Block, MambaBlock
-from .layers import LAYERS, get_layer
-
-__all__ = ["ModelConfig", "TrainConfig", "BLOCKS", "NORMS", "POOLINGS", "TASKS", "MAX_LAYERS", "MAX_SEED",
-           "check_seed"]
+# This module imports no JAX (the layers, the blocks and the checks are imported when first
+# used), so that the command line's --help answers at once. Hence the layers' names here: the
+# registry's, ``annotated_ssm.layers.LAYERS`` (tests/test_cli.py checks they agree).
+LAYER_NAMES = ("s4", "dss", "s4d", "s5", "s6", "ssd")
 
 NORMS = ("layer", "batch")
 BLOCKS = ("residual", "mamba", "mamba2")
 MAMBA_LAYERS = {"mamba": "s6", "mamba2": "ssd"}  # the SSM inside each Mamba block
-MAMBA_BLOCKS = {"mamba": MambaBlock, "mamba2": Mamba2Block}
 POOLINGS = ("mean", "last")
 TASKS = ("classification", "regression")
 MAX_LAYERS = 1024  # deeper than any SSM of the papers by 16x; a stored n_layers = 10**6 is refused
 
 
+def __getattr__(name: str) -> Any:
+    if name == "MAMBA_BLOCKS":  # the Mamba blocks by name, imported when asked for
+        blocks = importlib.import_module(".blocks", __package__)
+        return {"mamba": blocks.MambaBlock, "mamba2": blocks.Mamba2Block}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _validation(rule: str, **options):
+    """The function ``(name, value) -> value`` checking a field: ``rule`` of
+    :mod:`annotated_ssm._validation` with ``options`` (imported when first used)."""
+    def apply(name: str, value: Any) -> Any:
+        return getattr(importlib.import_module("._validation", __package__), rule)(
+            name, value, **options)
+    return apply
+
+
 def _field(default: Any, help: str, rule=None, **metadata) -> Any:
-    """A dataclass field with help text, the rule that checks it (a function
-    ``(name, value) -> value`` of :mod:`annotated_ssm._validation`; None passes where the
-    field's type allows it) and, optionally, "choices" for the command line."""
+    """A dataclass field with help text, the rule that checks it (:func:`_validation`; None
+    passes where the field's type allows it) and, optionally, "choices" for the command line."""
     metadata = {"help": help, "rule": rule, **metadata}
-    if "choices" in metadata:
-        metadata["rule"] = functools.partial(_choice, choices=metadata["choices"])
+    if rule is None and "choices" in metadata:
+        metadata["rule"] = _validation("check_choice", choices=metadata["choices"])
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
-
-
-def _choice(name: str, value: Any, choices) -> str:
-    check_choice(name, value, choices)
-    return value
 
 
 def _check_fields(instance: Any) -> None:
@@ -65,16 +73,23 @@ def _check_fields(instance: Any) -> None:
             object.__setattr__(instance, field.name, rule(field.name, value))
 
 
-POSITIVE_INT = check_positive_int
-FRACTION = functools.partial(check_real_in, low=0.0, high=1.0, closed_high=False)
-NON_NEGATIVE = functools.partial(check_real_in, low=0.0)
+POSITIVE_INT = _validation("check_positive_int")
+FRACTION = _validation("check_real_in", low=0.0, high=1.0, closed_high=False)
+NON_NEGATIVE = _validation("check_real_in", low=0.0)
+BOOL = _validation("check_bool")
 
 
 def _layer_count(name: str, value: Any) -> int:
-    value = check_positive_int(name, value)
+    value = POSITIVE_INT(name, value)
     if value > MAX_LAYERS:  # building is a Python loop: 10**6 blocks take minutes
         raise ValueError(f"{name} must be an integer in [1, {MAX_LAYERS}]; got {value}.")
     return value
+
+
+def _registered_layer(name: str, value: Any) -> str:
+    """``value`` if it names a layer of the registry (which may grow)."""
+    layers = importlib.import_module(".layers", __package__).LAYERS
+    return _validation("check_choice", choices=layers)(name, value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +104,7 @@ class ModelConfig:
     to check, when the model is built.
     """
 
-    layer: str = _field("s4d", "SSM layer", choices=LAYERS)  # (the registry itself: it may grow)
+    layer: str = _field("s4d", "SSM layer", _registered_layer, choices=LAYER_NAMES)
     block: str = _field("residual", "the block around each SSM layer: residual (norm, layer, "
                                     "GELU, dropout, GLU, as S4), mamba (Mamba's block around "
                                     "s6) or mamba2 (Mamba-2's block around ssd)", choices=BLOCKS)
@@ -97,9 +112,9 @@ class ModelConfig:
     n_layers: int = _field(4, "number of residual blocks", _layer_count)
     state_size: int = _field(64, "state size N of each SSM layer", POSITIVE_INT)
     norm: str = _field("layer", "pre-norm of each block", choices=NORMS)
-    glu: bool = _field(True, "gated linear unit after the SSM (else a plain Linear)", check_bool)
+    glu: bool = _field(True, "gated linear unit after the SSM (else a plain Linear)", BOOL)
     dropout: float = _field(0.0, "dropout rate after each SSM's GELU, in [0, 1)", FRACTION)
-    bidirectional: bool = _field(False, "bidirectional layers (classification only)", check_bool)
+    bidirectional: bool = _field(False, "bidirectional layers (classification only)", BOOL)
     pooling: str = _field("mean", "how a classifier pools over time "
                                   "(classification only)", choices=POOLINGS)
     step_min: float | None = _field(None, "smallest initial step size Δ (None: the layer's own "
@@ -121,7 +136,8 @@ class ModelConfig:
         # step_max), now, with a bound left as None standing for the layer's default.
         step_min, step_max = (parameters[n].default if getattr(self, n) is None
                               else getattr(self, n) for n in ("step_min", "step_max"))
-        step_min, step_max = check_step_bounds(step_min, step_max)
+        step_min, step_max = importlib.import_module("._validation", __package__
+                                                     ).check_step_bounds(step_min, step_max)
         for name, value in (("step_min", step_min), ("step_max", step_max)):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, value)
@@ -142,7 +158,9 @@ class ModelConfig:
     def layer_parameters(self) -> dict[str, inspect.Parameter]:
         """The parameters of what each block builds (the layer, or the Mamba block), by name
         (``self`` left out)."""
-        built = MAMBA_BLOCKS[self.block] if self.block != "residual" else get_layer(self.layer)
+        layers = importlib.import_module(".layers", __package__)
+        built = (__getattr__("MAMBA_BLOCKS")[self.block] if self.block != "residual"
+                 else layers.get_layer(self.layer))
         parameters = dict(inspect.signature(built.__init__).parameters)
         parameters.pop("self", None)
         return parameters
@@ -175,7 +193,7 @@ class ModelConfig:
     def check_task(self, task: str) -> None:
         """ValueError if an option does not apply to ``task``: a regression (causal,
         autoregressive) model is never bidirectional and does not pool."""
-        check_choice("task", task, TASKS)
+        _validation("check_choice", choices=TASKS)("task", task)
         if task == "regression" and self.bidirectional:
             raise ValueError("bidirectional=True does not apply to a regression (autoregressive) "
                              "data set: its model, a CausalSequenceModel, is causal (each output "
@@ -254,24 +272,24 @@ class TrainConfig:
     warmup_fraction: float = _field(0.1, "share of the optimiser updates spent warming the "
                                          "learning rate up from 0, in [0, 1)", FRACTION)
     seed: int = _field(0, "seed of the initialisation, the validation split and the shuffling "
-                          "(epoch e: seed + e)", check_seed)
+                          "(epoch e: seed + e)", _validation("check_seed"))
     max_steps: int | None = _field(None, "budget of optimiser updates: stop (and end the "
                                          "schedule) after this many", POSITIVE_INT)
     validation_fraction: float = _field(0.1, "share of the training set held out for "
                                              "validation, in [0, 1); 0: no validation", FRACTION)
     keep_best: bool = _field(True, "at the end, keep the weights of the epoch with the best "
-                                   "validation score", check_bool)
+                                   "validation score", BOOL)
     eval_batch_size: int = _field(500, "batch size of evaluation", POSITIVE_INT)
     progress: bool = _field(True, "show a progress bar per epoch on a terminal and keep a line "
-                                  "per epoch (loss, validation, time)", check_bool)
+                                  "per epoch (loss, validation, time)", BOOL)
     save_every_steps: int | None = _field(None, "with a checkpoint folder: save the training "
                                                 "state after every this many optimiser updates "
                                                 "(also after the first, at each new best epoch, "
                                                 "on a signal and at the end)", POSITIVE_INT)
     save_every_minutes: float | None = _field(10.0, "with a checkpoint folder: save the training "
                                                     "state when this many minutes have passed "
-                                                    "since the last save", functools.partial(
-                                                        check_real_in, low=0.0, open_low=True))
+                                                    "since the last save", _validation(
+                                                        "check_real_in", low=0.0, open_low=True))
 
     RESUME_IRRELEVANT = ("progress", "save_every_steps", "save_every_minutes", "eval_batch_size")
     """Fields a resumed run may change: they do not change what is trained."""

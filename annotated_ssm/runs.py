@@ -130,6 +130,7 @@ class TrainingState:
     best_score: float = -math.inf
     finished: bool = False
     dataset: dict | None = None
+    epoch: int = 0  # the epoch under way, from 0 (the loop's: not saved, the update count says it)
 
     def to_json(self) -> dict:
         return {"total_steps": self.total_steps, "step": self.step, "finished": self.finished,

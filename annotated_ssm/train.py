@@ -352,63 +352,104 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 class Progress:
-    """What ``fit`` shows with ``config.progress``: a bar per epoch on a terminal, started
-    after the run's first update has finished (so its rate and ETA leave out compilation),
-    and a line per epoch that stays (loss, validation, time)."""
+    """The loop's progress hook (``enabled``: ``config.progress``): a bar per epoch on a
+    terminal, started after the run's first update has finished (so its rate and ETA leave
+    out compilation), and a line per epoch that stays (loss, validation, time)."""
 
     def __init__(self, enabled: bool, name: str, epochs: int, steps_per_epoch: int):
         self.enabled, self.name, self.epochs = enabled, name, epochs
         self.steps_per_epoch, self.compiled, self.bar = steps_per_epoch, False, None
-        self.terminal = sys.stderr.isatty()
 
-    def update(self, epoch: int, done: int, loss) -> None:
-        """``done`` updates of epoch ``epoch`` (from 0) are finished; ``loss`` the last one's."""
+    def after_update(self, state: TrainingState, done: int) -> None:
+        """``done`` updates of the epoch under way are finished."""
         if not self.enabled:
             return
         if self.bar is None:
-            if not self.compiled:
-                jax.block_until_ready(loss)  # the first update compiles: start timing after it
+            if not self.compiled:  # the first update compiles: start timing after it
+                jax.block_until_ready(state.epoch_losses[-1])
                 self.compiled = True
             self.bar = tqdm(total=self.steps_per_epoch, initial=done, leave=False, unit="update",
-                            desc=f"{self.name} epoch {epoch + 1}/{self.epochs}",
-                            disable=not self.terminal)  # a log file gets the lines only
+                            desc=f"{self.name} epoch {state.epoch + 1}/{self.epochs}",
+                            disable=not sys.stderr.isatty())  # a log file gets the lines only
         else:
             self.bar.update()
+
+    def after_epoch(self, state: TrainingState, score: float | None) -> None:
+        self.close()
+        history = state.history
+        if self.enabled:
+            accuracy = history.val_accuracy[-1]
+            tqdm.write(f"epoch {history.epoch[-1]}/{self.epochs}: loss "
+                       f"{history.train_loss[-1]:.4f}, validation loss {history.val_loss[-1]:.4f}"
+                       + ("" if np.isnan(accuracy) else f", accuracy {accuracy:.4f}")
+                       + f" ({history.epoch_time[-1]:.1f} s)" + (" best" if score else ""))
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
 
-    def end_epoch(self, history: History, new_best: bool) -> None:
-        self.close()
-        if not self.enabled:
-            return
-        line = (f"epoch {history.epoch[-1]}/{self.epochs}: loss {history.train_loss[-1]:.4f}, "
-                f"validation loss {history.val_loss[-1]:.4f}")
-        if not np.isnan(history.val_accuracy[-1]):
-            line += f", accuracy {history.val_accuracy[-1]:.4f}"
-        line += f" ({history.epoch_time[-1]:.1f} s)" + (" best" if new_best else "")
-        tqdm.write(line)
+
+class Keeper:
+    """The loop's hook that keeps what a run must keep. With a run folder it saves the
+    training state there (``saving``) when orbax's policy says a save is due, at each new best
+    epoch (with its score: orbax keeps the best), at the end and on a signal; the best epoch's
+    model and optimiser it does not save, it keeps in memory. SIGINT, SIGTERM or SIGHUP stop
+    the loop, after that save, with :class:`TrainingInterrupted`; SIGUSR1 saves and trains on.
+    A diverged state is never saved."""
+
+    def __init__(self, folder: RunFolder | None, saving: bool, signals: Signals, model,
+                 optimizer, config: TrainConfig, saved: int | None):
+        self.folder, self.saving, self.signals, self.saved = folder, saving, signals, saved
+        self.model, self.optimizer, self.config, self.best = model, optimizer, config, None
+
+    def after_update(self, state: TrainingState, done: int = 0, score: float | None = None
+                     ) -> None:
+        signals = self.signals
+        if score is not None and not self.saving:
+            self.best = jax.device_get((nnx.state(self.model, PARAMETERS),
+                                        nnx.state(self.optimizer, nnx.optimizer.OptState)))
+        due = (signals.stop or signals.save or state.finished or score is not None
+               or (self.saving and self.folder.should_save(state.step)))
+        if due and self.saved != state.step:
+            _finite_losses(state)  # a diverged state is never saved
+            if self.saving:
+                self.folder.save(state, self.model, self.optimizer, self.config, score=score)
+                self.saved = state.step
+        signals.save = False
+        if signals.stop:
+            raise TrainingInterrupted(state.step, self.folder.path if self.saving else None,
+                                      signals.stop)
+
+    def after_epoch(self, state: TrainingState, score: float | None) -> None:
+        if self.saving:
+            self.folder.write_history(state.history)
+        self.after_update(state, score=score)
+
+    def restore_best(self) -> None:
+        """The model and optimiser back as they were after the best epoch."""
+        if self.best is None:
+            self.folder.restore(self.model, self.optimizer, self.folder.best_version())
+        else:
+            nnx.update(self.model, self.best[0])
+            nnx.update(self.optimizer, self.best[1])
 
 
-def _finite_losses(state: TrainingState, epoch: int) -> np.ndarray:
+def _finite_losses(state: TrainingState) -> np.ndarray:
     """This epoch's losses as an array; DivergedError naming the first NaN or infinite one."""
     losses = np.asarray(jax.device_get(state.epoch_losses), np.float32)
     if not np.all(np.isfinite(losses)):
         bad = int(np.argmin(np.isfinite(losses)))
         step = state.step - len(losses) + bad + 1
         raise DivergedError(f"the training loss became {losses[bad]} at update {step} (epoch "
-                            f"{epoch + 1}); training stopped. Try a smaller lr or ssm_lr.", step,
-                            state.history)
+                            f"{state.epoch + 1}); training stopped. Try a smaller lr or ssm_lr.",
+                            step, state.history)
     return losses
 
 
 def _open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_steps: int,
-              checkpoint, resume_from, overwrite: bool
-              ) -> tuple[RunFolder | None, bool, TrainingState]:
-    """The run folder ``fit`` reads and saves to (None: none), whether it saves there, and the
-    state it starts from."""
+              checkpoint, resume_from, overwrite: bool) -> tuple[RunFolder | None, TrainingState]:
+    """The run folder ``fit`` reads and saves to (None: none), and the state it starts from."""
     for name, value in (("checkpoint", checkpoint), ("resume_from", resume_from)):
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"{name} must be a str or os.PathLike (a run folder); got "
@@ -420,31 +461,24 @@ def _open_run(model, optimizer, dataset: Dataset, config: TrainConfig, total_ste
                          f"leave it out (given {str(checkpoint)!r} and {str(resume_from)!r}).")
     if resume_from is not None and overwrite:
         raise ValueError("resume_from continues a run, overwrite=True replaces it: give one.")
+    if checkpoint is not None:
+        metadata(model, optimizer, config=config)  # a value JSON cannot store fails now
     path = resume_from if resume_from is not None else checkpoint
-    folder = None if path is None else RunFolder(path, config, resume=resume_from is not None,
-                                                 overwrite=overwrite)
-    saving = checkpoint is not None
+    if path is None:
+        return None, TrainingState(total_steps, step=int(optimizer.step[...]))
+    folder = RunFolder(path, config, resume=resume_from is not None, overwrite=overwrite)
     try:
-        if saving:
-            metadata(model, optimizer, config=config)  # a value JSON cannot store fails now
-        if resume_from is None:
-            state = TrainingState(total_steps, step=int(optimizer.step[...]))
-        else:
+        state = TrainingState(total_steps, step=int(optimizer.step[...]))
+        if resume_from is not None:
             state = folder.check_resume(config, model.architecture, dataset)
             folder.restore(model, optimizer)
             # a finished run given more epochs (check_resume allows it) trains on
             state.finished = state.finished and state.step >= total_steps
             state.total_steps = total_steps
-        if state.step >= total_steps and not state.finished:
-            raise ValueError(f"the optimizer is already at update {state.step}, the end of this "
-                             f"config's budget ({total_steps} updates); raise epochs or max_steps "
-                             "to train on.")
-        state.dataset = fingerprint(dataset)
     except BaseException:
-        if folder is not None:
-            folder.close()
+        folder.close()
         raise
-    return folder, saving, state
+    return folder, state
 
 
 def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = None, *,
@@ -478,11 +512,24 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     A given ``optimizer`` is used as it is, schedule included, from its update count.
 
     Raises :class:`DivergedError` (naming the update) when the loss becomes NaN or infinite;
-    it is checked at the end of every epoch and before every save. For example::
+    it is checked at the end of every epoch and before every save.
 
-        data = load_dataset("digits")
-        model = build_model("s4d", data, d_model=32, n_layers=2)
-        history = fit(model, data, TrainConfig(epochs=3), checkpoint="runs/s4d")
+    For example, an epoch on 50 sequences whose class is the sign of their mean (45 to train
+    on in batches of 15, 5 to validate on), saved in a run folder:
+
+    >>> import numpy as np, shutil, tempfile
+    >>> x = np.random.default_rng(0).standard_normal((60, 16, 1)).astype(np.float32)
+    >>> y = (x.mean(axis=(1, 2)) > 0).astype(np.int32)
+    >>> data = Dataset("sign", x[:50], y[:50], x[50:], y[50:], "classification", n_classes=2)
+    >>> model = build_model("s4d", data, d_model=8, n_layers=1, state_size=4)
+    >>> folder = tempfile.mkdtemp()
+    >>> history = fit(model, data, TrainConfig(epochs=1, batch_size=15, progress=False),
+    ...               checkpoint=f"{folder}/run")
+    >>> history.epoch, history.steps, 0 <= history.test_accuracy <= 1
+    ([1], [3], True)
+    >>> sorted(p.name for p in pathlib.Path(folder, "run").iterdir())
+    ['.annotated_ssm.lock', '3', 'history.csv', 'history.json']
+    >>> shutil.rmtree(folder)
     """
     config, mesh, total_steps = check_fit_arguments(model, dataset, config, optimizer, mesh)
     check_bool("test", test)
@@ -490,13 +537,20 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
     (x_train, y_train, *l_train), (x_val, y_val, *l_val) = _split(dataset, config)
     optimizer = make_optimizer(model, config, total_steps) if optimizer is None else optimizer
     steps_per_epoch = len(x_train) // config.batch_size
-    progress = Progress(config.progress, model.layer_name, config.epochs, steps_per_epoch)
     with Signals() as signals, contextlib.ExitStack() as stack:
-        folder, saving, state = _open_run(model, optimizer, dataset, config, total_steps, checkpoint,
+        folder, state = _open_run(model, optimizer, dataset, config, total_steps, checkpoint,
                                   resume_from, overwrite)
         if folder is not None:
             stack.callback(folder.close)
-        stack.callback(progress.close)
+        if state.step >= total_steps and not state.finished:
+            raise ValueError(f"the optimizer is already at update {state.step}, the end of this "
+                             f"config's budget ({total_steps} updates); raise epochs or max_steps "
+                             "to train on.")
+        state.dataset = fingerprint(dataset)
+        keeper = Keeper(folder, checkpoint is not None, signals, model, optimizer, config,
+                        saved=state.step if resume_from is not None else None)
+        hooks = (keeper, stack.enter_context(contextlib.closing(Progress(
+            config.progress, model.layer_name, config.epochs, steps_per_epoch))))
         replicate(model, mesh)
         replicate(optimizer, mesh)
         # The update with model and optimizer bound once: nnx.jit would otherwise walk both
@@ -505,73 +559,46 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
         # (dropout on), whatever `evaluate` does to `model` between epochs.
         model.train()
         take_step = nnx.cached_partial(train_step, model, optimizer)
-        saved = state.step if resume_from is not None else None
-        best = None  # not saving: the best epoch's model and optimiser, in memory
-
-        def save_if_due(score: float | None = None) -> None:
-            nonlocal saved
-            due = (signals.stop or signals.save or state.finished or score is not None
-                   or (saving and folder.should_save(state.step)))
-            if due and saved != state.step:
-                _finite_losses(state, epoch)  # a diverged state is never saved
-                if saving:
-                    folder.save(state, model, optimizer, config, score=score)
-                    saved = state.step
-            signals.save = False
-            if signals.stop:
-                raise TrainingInterrupted(state.step, folder.path if saving else None,
-                                          signals.stop)
-
-        epoch = state.step // steps_per_epoch
+        history, state.epoch = state.history, state.step // steps_per_epoch
         while not state.finished:
-            start, done = time.perf_counter(), state.step - epoch * steps_per_epoch
-            epoch_batches = batches(x_train, y_train, config.batch_size, seed=config.seed + epoch,
-                                    drop_last=True, lengths=(l_train or [None])[0])
+            start, done = time.perf_counter(), state.step - state.epoch * steps_per_epoch
+            epoch_batches = batches(x_train, y_train, config.batch_size,
+                                    seed=config.seed + state.epoch, drop_last=True,
+                                    lengths=(l_train or [None])[0])
             for i, batch in enumerate(itertools.islice(epoch_batches, done, None), done):
                 state.epoch_losses.append(take_step(*shard_batch(mesh, *batch),
                                                     task=dataset.task))
                 state.step += 1
                 if state.step >= total_steps or i + 1 == steps_per_epoch:
                     break  # the epoch's end: save after its validation
-                save_if_due()
-                progress.update(epoch, i + 1, state.epoch_losses[-1])
+                for hook in hooks:
+                    hook.after_update(state, i + 1)
             # the epoch's end: its loss, validation and best model into the history
-            history, losses = state.history, _finite_losses(state, epoch)
+            history.train_loss.append(float(np.mean(_finite_losses(state))))
             state.epoch_losses = []
             history.epoch_time.append(time.perf_counter() - start)
-            history.epoch.append(epoch + 1)
+            history.epoch.append(state.epoch + 1)
             history.steps.append(state.step)
-            history.train_loss.append(float(np.mean(losses)))
             metrics, score = {"loss": float("nan")}, None
             if len(x_val):
                 metrics = evaluate(model, x_val, y_val, batch_size=config.eval_batch_size,
                                    mesh=mesh, lengths=(l_val or [None])[0])
                 if config.keep_best and _score(metrics) > state.best_score:
                     state.best_score = score = _score(metrics)
-                    history.best_epoch = epoch + 1
-                    if not saving:
-                        best = jax.device_get((nnx.state(model, PARAMETERS),
-                                               nnx.state(optimizer, nnx.optimizer.OptState)))
+                    history.best_epoch = history.epoch[-1]
             history.val_loss.append(metrics["loss"])
             history.val_accuracy.append(metrics.get("accuracy", float("nan")))
             if state.step >= total_steps:
                 state.finished = True
                 if config.max_steps == state.step < steps_per_epoch * config.epochs:
                     history.stopped = "step budget"
-            progress.end_epoch(history, score is not None)
-            if saving:
-                folder.write_history(history)
-            save_if_due(score)
-            epoch += 1
-        history = state.history
+            for hook in reversed(hooks):  # the epoch's line first, then the save
+                hook.after_epoch(state, score)
+            state.epoch += 1
         if history.best_epoch is None:
             history.best_epoch = history.epoch[-1]
         elif history.best_epoch != history.epoch[-1]:  # back to the best epoch's pair
-            if folder is not None and best is None:
-                folder.restore(model, optimizer, folder.best_version())
-            elif best is not None:
-                nnx.update(model, best[0])
-                nnx.update(optimizer, best[1])
+            keeper.restore_best()
             replicate(model, mesh)
             replicate(optimizer, mesh)
         if test:
@@ -580,7 +607,7 @@ def fit(model: SequenceModel, dataset: Dataset, config: TrainConfig | None = Non
                                lengths=dataset.lengths_test)
             history.test_loss = metrics["loss"]
             history.test_accuracy = metrics.get("accuracy", float("nan"))
-        if saving:
+        if checkpoint is not None:
             folder.write_history(history)
     model.eval()
     return history

@@ -87,6 +87,17 @@ def test_every_config_field_is_an_option_with_help_and_default(capsys):
     assert "time-budget" not in flat and "SIGTERM" in flat and "--overwrite" in flat
 
 
+def test_help_imports_no_jax_and_names_every_layer_and_data_set():
+    # the help is built from the configs' fields and the names below, without JAX: it answers
+    # at once (the names are the registries', as the first two lines check)
+    assert cli.LAYER_NAMES == tuple(LAYERS) and tuple(cli.DATASET_HELP) == tuple(DATASETS)
+    code = ("import sys\nfrom annotated_ssm.cli import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit:\n    pass\nassert 'jax' not in sys.modules, 'jax imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "usage: annotated-ssm-train" in done.stdout, done.stderr
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--lr", "nan"], "argument --lr: must be a finite number; got 'nan'"),
     (["--ssm-lr", "inf"], "argument --ssm-lr: must be a finite number"),
@@ -211,9 +222,12 @@ def test_resume_takes_the_stored_options_extends_and_knows_a_finished_run(tmp_pa
     assert out.splitlines()[-2].startswith("best epoch ")
     assert out.splitlines()[-1] == (f"saved in {str(path)!r}: the best epoch and the last "
                                     "training state, history.json, history.csv")
-    # finished, no more epochs: said, status 0, nothing trained or rewritten
+    # finished, no more epochs: said, status 0, nothing loaded, built, trained or rewritten
     saved = files_of(path)
-    status, out, err = run(["--resume", str(path)], capsys)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "load_dataset", None)  # calling either fails the test
+        patch.setattr(train, "build_model", None)
+        status, out, err = run(["--resume", str(path)], capsys)
     assert status == 0, err
     assert out.splitlines()[-1] == (f"the run in {str(path)!r} is finished (18 updates, 2 epochs); "
                                     "nothing to train. Give --epochs larger than 2 to extend it.")
