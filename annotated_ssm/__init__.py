@@ -23,11 +23,11 @@ The library, in the order the book introduces it:
 
 The book wing, :mod:`annotated_ssm.book`, holds what only the chapters and the website need
 (figures, explorers and their numbers, the static explorer frames, the chapters' display
-helpers); it imports the library, never the reverse. The package is not on PyPI: the core
-install (``pip install -e .`` in a clone, or ``pip install "annotated-ssm @
-git+https://github.com/annotated-ssm/annotated-ssm"``) imports none of matplotlib, ipywidgets
-or scikit-learn (MNIST-1D's generator is carried in :mod:`annotated_ssm.mnist1d`); the book
-wing and the digits data sets need the extra: ``pip install -e ".[book]"``.
+helpers); it imports the library, never the reverse. The package is not on PyPI: install
+it from a clone (``pip install -e .``) or from the repository's address (the README gives
+the line). The core install imports none of matplotlib, ipywidgets or scikit-learn
+(MNIST-1D's generator is carried in :mod:`annotated_ssm.mnist1d`); the book wing and the
+digits data sets need the extra: ``pip install -e ".[book]"``.
 """
 
 __version__ = "0.2.0"
