@@ -33,6 +33,8 @@ def _figures():
             A, np.full(8, 0.1), np.exp(0.1 * A), np.cos(T)[None], blocks=2, title="t"),
         "selective": lambda: explorer_figures.SelectiveFigure([1, 5, 20]).update(
             np.logspace(-5, 1, 48), np.tril(np.full((48, 48), 0.01)), position=24, title="t"),
+        "decay_mask": lambda: explorer_figures.DecayMaskFigure(chunk_size=8).update(
+            np.tril(np.full((32, 32), 0.5)), position=12, title="t"),
     }
 
 
